@@ -1,0 +1,297 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+// outcome is what a background Do returned.
+type outcome struct {
+	res     idem.Result
+	err     error
+	elapsed time.Duration
+}
+
+// goDo runs store.Do in the background and reports on the returned channel.
+func (e *env[TTx]) goDo(ctx context.Context, store *idem.Store[TTx], req idem.Request, fn idem.Func[TTx]) <-chan outcome {
+	ch := make(chan outcome, 1)
+	go func() {
+		start := time.Now()
+		res, err := store.Do(ctx, req, fn)
+		ch <- outcome{res, err, time.Since(start)}
+	}()
+	return ch
+}
+
+// await waits for a background Do, failing the case after limit.
+func (e *env[TTx]) await(key string, ch <-chan outcome, limit time.Duration) outcome {
+	e.t.Helper()
+	select {
+	case o := <-ch:
+		return o
+	case <-time.After(limit):
+		e.fatalf(key, "background Do did not return within %v", limit)
+	}
+	return outcome{}
+}
+
+// mustWait checks that a background Do is still waiting.
+func (e *env[TTx]) mustWait(key string, ch <-chan outcome, d time.Duration) {
+	e.t.Helper()
+	select {
+	case o := <-ch:
+		e.fatalf(key, "loser returned while the winner held the key: %+v, err %v", o.res, o.err)
+	case <-time.After(d):
+	}
+}
+
+// holdClaim begins a transaction, wins req's claim in it and writes the
+// winner's effect, leaving the transaction open.
+func (e *env[TTx]) holdClaim(req idem.Request, label string) (*idem.Claim, func(commit bool)) {
+	e.t.Helper()
+	txn := e.begin()
+	claim, err := e.store.Claim(e.ctx, txn.Native(), req)
+	if err != nil || claim.Outcome != idem.Won {
+		txn.Rollback(e.ctx)
+		e.fatalf(req.Key, "winner's Claim: %+v, %v", claim, err)
+	}
+	if err := e.effect(e.ctx, txn.Native(), label); err != nil {
+		txn.Rollback(e.ctx)
+		e.fatalf(req.Key, "winner's effect: %v", err)
+	}
+	var once sync.Once
+	finish := func(commit bool) {
+		once.Do(func() {
+			if !commit {
+				if err := txn.Rollback(e.ctx); err != nil {
+					e.errorf(req.Key, "winner's Rollback: %v", err)
+				}
+				return
+			}
+			if err := txn.Commit(e.ctx); err != nil {
+				e.errorf(req.Key, "winner's Commit: %v", err)
+			}
+		})
+	}
+	e.t.Cleanup(func() { finish(false) })
+	return claim, finish
+}
+
+func testLoserWaitsThenReplays[TTx any](t *testing.T, b Backend[TTx]) {
+	e := setup(t, b, idem.Config{})
+	req := request("race-commit", "x")
+	claim, finish := e.holdClaim(req, "race-commit")
+	loser := e.goDo(e.ctx, e.store, req, e.work("race-commit", created("loser")))
+	e.mustWait(req.Key, loser, 300*time.Millisecond)
+	if err := claim.Complete(e.ctx, created("winner")); err != nil {
+		e.fatalf(req.Key, "Complete: %v", err)
+	}
+	finish(true)
+	o := e.await(req.Key, loser, time.Minute)
+	if o.err != nil {
+		e.fatalf(req.Key, "loser: %v", o.err)
+	}
+	if o.res.Outcome != idem.Replay || string(o.res.Response.Body) != "winner" {
+		e.fatalf(req.Key, "loser after commit: %v %q, want replay of the winner", o.res.Outcome, o.res.Response.Body)
+	}
+	if n := e.effectCount("race-commit"); n != 1 {
+		e.fatalf(req.Key, "effects = %d, want 1", n)
+	}
+}
+
+func testWinnerRollsBackLoserWins[TTx any](t *testing.T, b Backend[TTx]) {
+	e := setup(t, b, idem.Config{})
+	req := request("race-rollback", "x")
+	_, finish := e.holdClaim(req, "race-rollback")
+	loser := e.goDo(e.ctx, e.store, req, e.work("race-rollback", created("loser")))
+	e.mustWait(req.Key, loser, 300*time.Millisecond)
+	finish(false)
+	o := e.await(req.Key, loser, time.Minute)
+	if o.err != nil {
+		e.fatalf(req.Key, "loser: %v", o.err)
+	}
+	if o.res.Outcome != idem.Won || !o.res.Committed || string(o.res.Response.Body) != "loser" {
+		e.fatalf(req.Key, "loser after the winner rolled back: %+v, want won", o.res)
+	}
+	if n := e.effectCount("race-rollback"); n != 1 {
+		e.fatalf(req.Key, "effects = %d, want exactly 1", n)
+	}
+}
+
+func testThirtyTwoClaims[TTx any](t *testing.T, b Backend[TTx]) {
+	const n = 32
+	e := setup(t, b, idem.Config{MaxAttempts: 40})
+	req := request("race-32", "x")
+	start := make(chan struct{})
+	results := make([]outcome, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			res, err := e.store.Do(e.ctx, req, e.work("race-32", created(fmt.Sprintf("winner-%d", i))))
+			results[i] = outcome{res: res, err: err}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	var winner *idem.Response
+	won := 0
+	for i, o := range results {
+		if o.err != nil {
+			e.errorf(req.Key, "client %d: %v", i, o.err)
+			continue
+		}
+		if o.res.Outcome == idem.Won {
+			won++
+			winner = &o.res.Response
+		}
+	}
+	if won != 1 {
+		e.fatalf(req.Key, "%d clients won, want exactly 1", won)
+	}
+	for i, o := range results {
+		if o.err == nil && o.res.Outcome != idem.Won && (o.res.Outcome != idem.Replay || !sameResponse(o.res.Response, *winner)) {
+			e.errorf(req.Key, "client %d: %v %q, want a replay of %q", i, o.res.Outcome, o.res.Response.Body, winner.Body)
+		}
+	}
+	if c := e.effectCount("race-32"); c != 1 {
+		e.fatalf(req.Key, "effects = %d, want exactly 1", c)
+	}
+}
+
+func testWaitBound[TTx any](t *testing.T, b Backend[TTx]) {
+	const bound = 500 * time.Millisecond
+	e := setup(t, b, idem.Config{WaitBound: bound})
+	req := request("bound-1", "x")
+	claim, finish := e.holdClaim(req, "bound-1")
+
+	o := e.await(req.Key, e.goDo(e.ctx, e.store, req, e.work("bound-1", created("loser"))), time.Minute)
+	if o.err != nil {
+		e.fatalf(req.Key, "loser: %v", o.err)
+	}
+	if o.res.Outcome != idem.InFlight {
+		e.fatalf(req.Key, "loser past the wait bound: %v, want in-flight", o.res.Outcome)
+	}
+	if o.elapsed < bound/2 || o.elapsed > bound+3*time.Second {
+		e.fatalf(req.Key, "loser gave up after %v, want about the bound %v", o.elapsed, bound)
+	}
+
+	if !e.driver.Dialect().Capabilities().DatabaseWriteLock {
+		// The manual path reports the same, and the transaction can be
+		// rolled back cleanly afterwards.
+		txn := e.begin()
+		c, err := e.store.Claim(e.ctx, txn.Native(), req)
+		if err != nil || c.Outcome != idem.InFlight {
+			e.fatalf(req.Key, "manual loser: %+v, %v, want in-flight", c, err)
+		}
+		if err := txn.Rollback(e.ctx); err != nil {
+			e.fatalf(req.Key, "rollback after in-flight: %v", err)
+		}
+	}
+
+	if err := claim.Complete(e.ctx, created("winner")); err != nil {
+		e.fatalf(req.Key, "Complete: %v", err)
+	}
+	finish(true)
+	// Connections are usable afterwards: the key replays, a new key wins.
+	if r := e.do(e.store, req, e.work("bound-1", created("late"))); r.Outcome != idem.Replay || string(r.Response.Body) != "winner" {
+		e.fatalf(req.Key, "after the winner committed: %v %q, want replay", r.Outcome, r.Response.Body)
+	}
+	other := request("bound-2", "x")
+	if r := e.do(e.store, other, e.work("bound-2", created("ok"))); r.Outcome != idem.Won {
+		e.fatalf(other.Key, "new key after a timeout: %v, want won", r.Outcome)
+	}
+	if n := e.effectCount("bound-1"); n != 1 {
+		e.fatalf(req.Key, "effects = %d, want 1", n)
+	}
+}
+
+func testContextCancelled[TTx any](t *testing.T, b Backend[TTx]) {
+	e := setup(t, b, idem.Config{WaitBound: time.Minute})
+	req := request("cancel-1", "x")
+	claim, finish := e.holdClaim(req, "cancel-1")
+
+	ctx, cancel := context.WithCancel(e.ctx)
+	loser := e.goDo(ctx, e.store, req, e.work("cancel-1", created("loser")))
+	e.mustWait(req.Key, loser, 200*time.Millisecond)
+	cancelled := time.Now()
+	cancel()
+	o := e.await(req.Key, loser, 30*time.Second)
+	if since := time.Since(cancelled); since > 3*time.Second {
+		e.fatalf(req.Key, "loser returned %v after its context was cancelled", since)
+	}
+	if !errors.Is(o.err, context.Canceled) {
+		e.fatalf(req.Key, "loser with cancelled context: %+v, err %v, want context.Canceled", o.res, o.err)
+	}
+
+	if err := claim.Complete(e.ctx, created("winner")); err != nil {
+		e.fatalf(req.Key, "Complete: %v", err)
+	}
+	finish(true)
+	// No leaked transaction or lock: both of these finish promptly.
+	ctx, cancel = context.WithTimeout(e.ctx, 10*time.Second)
+	defer cancel()
+	if r, err := e.store.Do(ctx, req, e.work("cancel-1", created("late"))); err != nil || r.Outcome != idem.Replay {
+		e.fatalf(req.Key, "after cancel: %v, %v, want replay", r.Outcome, err)
+	}
+	other := request("cancel-2", "x")
+	if r, err := e.store.Do(ctx, other, e.work("cancel-2", created("ok"))); err != nil || r.Outcome != idem.Won {
+		e.fatalf(other.Key, "new key after cancel: %v, %v, want won", r.Outcome, err)
+	}
+	if n := e.effectCount("cancel-1"); n != 1 {
+		e.fatalf(req.Key, "effects = %d, want 1", n)
+	}
+}
+
+func testRetryExhaustion[TTx any](t *testing.T, b Backend[TTx]) {
+	e := setup(t, b, idem.Config{MaxAttempts: 3})
+	req := request("retry-1", "x")
+	calls := 0
+	_, err := e.store.Do(e.ctx, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
+		calls++
+		if err := e.effect(ctx, tx, "retry-1"); err != nil {
+			return idem.Response{}, err
+		}
+		return idem.Response{}, fmt.Errorf("conflict on the orders row: %w", idem.ErrSerialization)
+	})
+	var rerr *idem.RetryError
+	if !errors.As(err, &rerr) || rerr.Attempts != 3 || !errors.Is(err, idem.ErrRetriesExhausted) || !errors.Is(err, idem.ErrSerialization) {
+		e.fatalf(req.Key, "Do: %v, want *RetryError after 3 attempts wrapping ErrSerialization", err)
+	}
+	if calls != 3 {
+		e.fatalf(req.Key, "function ran %d times, want 3", calls)
+	}
+	if n := e.effectCount("retry-1") + e.records(); n != 0 {
+		e.fatalf(req.Key, "rows after exhaustion = %d, want 0", n)
+	}
+}
+
+func testRetryThenSucceed[TTx any](t *testing.T, b Backend[TTx]) {
+	e := setup(t, b, idem.Config{MaxAttempts: 3})
+	req := request("retry-2", "x")
+	calls := 0
+	res, err := e.store.Do(e.ctx, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
+		calls++
+		if err := e.effect(ctx, tx, "retry-2"); err != nil {
+			return idem.Response{}, err
+		}
+		if calls < 3 {
+			return idem.Response{}, fmt.Errorf("victim: %w", idem.ErrDeadlock)
+		}
+		return created("third time"), nil
+	})
+	if err != nil || res.Outcome != idem.Won || !res.Committed {
+		e.fatalf(req.Key, "Do: %+v, %v, want won on the third attempt", res, err)
+	}
+	if n := e.effectCount("retry-2"); n != 1 {
+		e.fatalf(req.Key, "effects = %d, want exactly 1", n)
+	}
+}

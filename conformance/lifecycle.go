@@ -1,0 +1,342 @@
+package conformance
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+func created(body string) idem.Response {
+	return idem.Response{
+		Status: http.StatusCreated,
+		Header: http.Header{"Content-Type": {"application/json"}, "Location": {"/orders/1"}},
+		Body:   []byte(body),
+	}
+}
+
+// sameResponse compares status, every header value in order, and the body
+// byte for byte.
+func sameResponse(a, b idem.Response) bool {
+	if a.Status != b.Status || !bytes.Equal(a.Body, b.Body) || len(a.Header) != len(b.Header) {
+		return false
+	}
+	for name, values := range a.Header {
+		if !reflect.DeepEqual(values, b.Header[name]) {
+			return false
+		}
+	}
+	return true
+}
+
+func testFreshClaimAndComplete[TTx any](t *testing.T, b Backend[TTx]) {
+	e := setup(t, b, idem.Config{})
+	req := request("fresh-1", `{"item":88}`)
+	txn := e.begin()
+	defer txn.Rollback(e.ctx)
+	claim, err := e.store.Claim(e.ctx, txn.Native(), req)
+	if err != nil {
+		e.fatalf(req.Key, "Claim: %v", err)
+	}
+	if claim.Outcome != idem.Won {
+		e.fatalf(req.Key, "fresh claim: outcome %v, want won", claim.Outcome)
+	}
+	if err := e.effect(e.ctx, txn.Native(), "fresh-1"); err != nil {
+		e.fatalf(req.Key, "effect: %v", err)
+	}
+	resp := created(`{"id":1}`)
+	if err := claim.Complete(e.ctx, resp); err != nil {
+		e.fatalf(req.Key, "Complete: %v", err)
+	}
+	// Before commit, nothing is visible outside the transaction.
+	if _, err := e.store.Lookup(e.ctx, req.Scope, req.Key); !errors.Is(err, idem.ErrNotFound) {
+		e.fatalf(req.Key, "Lookup before commit: %v, want ErrNotFound", err)
+	}
+	if err := txn.Commit(e.ctx); err != nil {
+		e.fatalf(req.Key, "Commit: %v", err)
+	}
+	rec, err := e.store.Lookup(e.ctx, req.Scope, req.Key)
+	if err != nil {
+		e.fatalf(req.Key, "Lookup: %v", err)
+	}
+	if !rec.Completed || !sameResponse(rec.Response, resp) || rec.Fingerprint != req.Fingerprint {
+		e.fatalf(req.Key, "stored record %+v, want completed with %+v", rec, resp)
+	}
+	if n := e.effectCount("fresh-1"); n != 1 {
+		e.fatalf(req.Key, "effects = %d, want 1", n)
+	}
+}
+
+func testDoWinsAndCommits[TTx any](t *testing.T, b Backend[TTx]) {
+	e := setup(t, b, idem.Config{})
+	req := request("do-1", "a")
+	resp := created("one")
+	res := e.do(e.store, req, e.work("do-1", resp))
+	if res.Outcome != idem.Won || !res.Committed || !sameResponse(res.Response, resp) {
+		e.fatalf(req.Key, "Do: %+v, want won, committed, %+v", res, resp)
+	}
+	if n := e.effectCount("do-1"); n != 1 {
+		e.fatalf(req.Key, "effects = %d, want 1", n)
+	}
+	if n := e.records(); n != 1 {
+		e.fatalf(req.Key, "records = %d, want 1", n)
+	}
+}
+
+func testReplayByteForByte[TTx any](t *testing.T, b Backend[TTx]) {
+	e := setup(t, b, idem.Config{})
+	body := make([]byte, 256*4)
+	for i := range body {
+		body[i] = byte(i)
+	}
+	resp := idem.Response{
+		Status: http.StatusCreated,
+		Header: http.Header{
+			"Location":     {"/orders/7"},
+			"X-Multi":      {"zeta", "alpha", "", "mid dle", "alpha"},
+			"Content-Type": {"application/octet-stream"},
+			"X-Empty":      {},
+		},
+		Body: body,
+	}
+	req := request("replay-1", "payload")
+	first := e.do(e.store, req, e.work("replay-1", resp))
+	if first.Outcome != idem.Won {
+		e.fatalf(req.Key, "first Do: outcome %v", first.Outcome)
+	}
+	for i := 0; i < 2; i++ {
+		called := false
+		res := e.do(e.store, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
+			called = true
+			return idem.Response{Status: 500}, nil
+		})
+		if called {
+			e.fatalf(req.Key, "replay %d ran the function", i)
+		}
+		if res.Outcome != idem.Replay || res.Committed {
+			e.fatalf(req.Key, "replay %d: outcome %v committed %v, want replay", i, res.Outcome, res.Committed)
+		}
+		if !sameResponse(res.Response, resp) {
+			e.fatalf(req.Key, "replay %d differs:\n got  %d %v %x\n want %d %v %x", i,
+				res.Response.Status, res.Response.Header, res.Response.Body, resp.Status, resp.Header, resp.Body)
+		}
+	}
+	if n := e.effectCount("replay-1"); n != 1 {
+		e.fatalf(req.Key, "effects = %d, want 1", n)
+	}
+}
+
+func testReplayEmptyBody[TTx any](t *testing.T, b Backend[TTx]) {
+	e := setup(t, b, idem.Config{})
+	req := request("empty-1", "")
+	resp := idem.Response{Status: http.StatusNoContent}
+	e.do(e.store, req, e.work("empty-1", resp))
+	res := e.do(e.store, req, e.work("empty-1", idem.Response{Status: 200, Body: []byte("x")}))
+	if res.Outcome != idem.Replay || res.Response.Status != http.StatusNoContent || len(res.Response.Body) != 0 || len(res.Response.Header) != 0 {
+		e.fatalf(req.Key, "replay of empty response: %+v", res)
+	}
+	if res.Response.Body == nil {
+		e.fatalf(req.Key, "replayed empty body is nil, want an empty slice")
+	}
+}
+
+func testMismatch[TTx any](t *testing.T, b Backend[TTx]) {
+	e := setup(t, b, idem.Config{})
+	req := request("mismatch-1", `{"amount":100}`)
+	e.do(e.store, req, e.work("mismatch-1", created("first")))
+	other := request("mismatch-1", `{"amount":999}`)
+	res := e.do(e.store, other, e.work("mismatch-1", created("second")))
+	if res.Outcome != idem.Mismatch || res.Committed {
+		e.fatalf(req.Key, "same key, other body: outcome %v, want mismatch", res.Outcome)
+	}
+	if res.Record.Fingerprint != req.Fingerprint {
+		e.fatalf(req.Key, "mismatch reports fingerprint %x, want the stored %x", res.Record.Fingerprint, req.Fingerprint)
+	}
+	if n := e.effectCount("mismatch-1"); n != 1 {
+		e.fatalf(req.Key, "effects = %d, want 1", n)
+	}
+	// The original still replays.
+	if res := e.do(e.store, req, e.work("mismatch-1", created("x"))); res.Outcome != idem.Replay || string(res.Response.Body) != "first" {
+		e.fatalf(req.Key, "original after mismatch: %v %q", res.Outcome, res.Response.Body)
+	}
+}
+
+func testScopesIsolateKeys[TTx any](t *testing.T, b Backend[TTx]) {
+	e := setup(t, b, idem.Config{})
+	a := request("shared-key", "a")
+	a.Scope = "tenant-a POST /orders"
+	c := request("shared-key", "c")
+	c.Scope = "tenant-c POST /orders"
+	ra := e.do(e.store, a, e.work("scope-a", created("for a")))
+	rc := e.do(e.store, c, e.work("scope-c", created("for c")))
+	if ra.Outcome != idem.Won || rc.Outcome != idem.Won {
+		e.fatalf(a.Key, "two scopes: outcomes %v and %v, want both won", ra.Outcome, rc.Outcome)
+	}
+	if r := e.do(e.store, a, e.work("scope-a", created("again"))); r.Outcome != idem.Replay || string(r.Response.Body) != "for a" {
+		e.fatalf(a.Key, "scope a replay: %v %q", r.Outcome, r.Response.Body)
+	}
+	if r := e.do(e.store, c, e.work("scope-c", created("again"))); r.Outcome != idem.Replay || string(r.Response.Body) != "for c" {
+		e.fatalf(c.Key, "scope c replay: %v %q", r.Outcome, r.Response.Body)
+	}
+	rec, err := e.store.Lookup(e.ctx, a.Scope, a.Key)
+	if err != nil || string(rec.Response.Body) != "for a" {
+		e.fatalf(a.Key, "Lookup in scope a: %v %q", err, rec.Response.Body)
+	}
+	if e.effectCount("scope-a") != 1 || e.effectCount("scope-c") != 1 {
+		e.fatalf(a.Key, "effects: a=%d c=%d, want 1 each", e.effectCount("scope-a"), e.effectCount("scope-c"))
+	}
+}
+
+func testFuncErrorRollsBack[TTx any](t *testing.T, b Backend[TTx]) {
+	e := setup(t, b, idem.Config{})
+	req := request("fnerr-1", "x")
+	boom := errors.New("payment provider said no")
+	_, err := e.store.Do(e.ctx, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
+		if err := e.effect(ctx, tx, "fnerr-1"); err != nil {
+			return idem.Response{}, err
+		}
+		return idem.Response{}, boom
+	})
+	if err != boom {
+		e.fatalf(req.Key, "Do returned %v, want the function's error unchanged", err)
+	}
+	if _, err := e.store.Lookup(e.ctx, req.Scope, req.Key); !errors.Is(err, idem.ErrNotFound) {
+		e.fatalf(req.Key, "after function error, Lookup: %v, want ErrNotFound", err)
+	}
+	if n := e.records(); n != 0 {
+		e.fatalf(req.Key, "records = %d after rollback, want 0", n)
+	}
+	if n := e.effectCount("fnerr-1"); n != 0 {
+		e.fatalf(req.Key, "effects = %d after rollback, want 0", n)
+	}
+	res := e.do(e.store, req, e.work("fnerr-1", created("ok")))
+	if res.Outcome != idem.Won || !res.Committed {
+		e.fatalf(req.Key, "claim after rollback: %v, want won", res.Outcome)
+	}
+	if n := e.effectCount("fnerr-1"); n != 1 {
+		e.fatalf(req.Key, "effects = %d, want 1", n)
+	}
+}
+
+func testPanicRollsBack[TTx any](t *testing.T, b Backend[TTx]) {
+	e := setup(t, b, idem.Config{})
+	req := request("panic-1", "x")
+	func() {
+		defer func() {
+			if r := recover(); r != "handler bug" {
+				e.fatalf(req.Key, "recovered %v, want the function's panic", r)
+			}
+		}()
+		_, _ = e.store.Do(e.ctx, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
+			if err := e.effect(ctx, tx, "panic-1"); err != nil {
+				return idem.Response{}, err
+			}
+			panic("handler bug")
+		})
+	}()
+	if n := e.records() + e.effectCount("panic-1"); n != 0 {
+		e.fatalf(req.Key, "rows after panic = %d, want 0", n)
+	}
+	if res := e.do(e.store, req, e.work("panic-1", created("ok"))); res.Outcome != idem.Won {
+		e.fatalf(req.Key, "claim after panic: %v, want won", res.Outcome)
+	}
+}
+
+func testServerErrorNotStored[TTx any](t *testing.T, b Backend[TTx]) {
+	e := setup(t, b, idem.Config{})
+	req := request("5xx-1", "x")
+	res := e.do(e.store, req, e.work("5xx-1", idem.Response{Status: 503, Body: []byte("try later")}))
+	if res.Outcome != idem.Won || res.Committed || res.Response.Status != 503 {
+		e.fatalf(req.Key, "5xx: %+v, want won, not committed, 503", res)
+	}
+	if n := e.records() + e.effectCount("5xx-1"); n != 0 {
+		e.fatalf(req.Key, "rows after 5xx = %d, want 0 (rolled back)", n)
+	}
+	res = e.do(e.store, req, e.work("5xx-1", created("done")))
+	if res.Outcome != idem.Won || !res.Committed {
+		e.fatalf(req.Key, "retry after 5xx: %v, want won", res.Outcome)
+	}
+}
+
+func testServerErrorStoredByPolicy[TTx any](t *testing.T, b Backend[TTx]) {
+	e := setup(t, b, idem.Config{StoreServerErrors: true})
+	req := request("5xx-2", "x")
+	res := e.do(e.store, req, e.work("5xx-2", idem.Response{Status: 500, Body: []byte("kept")}))
+	if !res.Committed {
+		e.fatalf(req.Key, "5xx with StoreServerErrors: not committed")
+	}
+	res = e.do(e.store, req, e.work("5xx-2", created("other")))
+	if res.Outcome != idem.Replay || res.Response.Status != 500 || string(res.Response.Body) != "kept" {
+		e.fatalf(req.Key, "replay of stored 5xx: %v %d %q", res.Outcome, res.Response.Status, res.Response.Body)
+	}
+}
+
+func testAbandonedClaim[TTx any](t *testing.T, b Backend[TTx]) {
+	e := setup(t, b, idem.Config{})
+	req := request("abandoned-1", "x")
+	txn := e.begin()
+	claim, err := e.store.Claim(e.ctx, txn.Native(), req)
+	if err != nil || claim.Outcome != idem.Won {
+		e.fatalf(req.Key, "Claim: %v %v", claim, err)
+	}
+	if err := txn.Commit(e.ctx); err != nil { // a caller bug: committed without Complete
+		e.fatalf(req.Key, "Commit: %v", err)
+	}
+	res := e.do(e.store, req, e.work("abandoned-1", created("x")))
+	if res.Outcome != idem.InFlight || res.Record.Completed || res.Record.Key != req.Key {
+		e.fatalf(req.Key, "claim of a committed in-flight record: %+v, want in-flight", res)
+	}
+	if n := e.effectCount("abandoned-1"); n != 0 {
+		e.fatalf(req.Key, "effects = %d, want 0", n)
+	}
+}
+
+func testLookup[TTx any](t *testing.T, b Backend[TTx]) {
+	e := setup(t, b, idem.Config{})
+	req := request("lookup-1", "x")
+	if _, err := e.store.Lookup(e.ctx, req.Scope, req.Key); !errors.Is(err, idem.ErrNotFound) {
+		e.fatalf(req.Key, "Lookup of unknown key: %v, want ErrNotFound", err)
+	}
+	resp := created("looked up")
+	e.do(e.store, req, e.work("lookup-1", resp))
+	rec, err := e.store.Lookup(e.ctx, req.Scope, req.Key)
+	if err != nil {
+		e.fatalf(req.Key, "Lookup: %v", err)
+	}
+	if rec.Scope != req.Scope || rec.Key != req.Key || !rec.Completed || !sameResponse(rec.Response, resp) {
+		e.fatalf(req.Key, "Lookup: %+v", rec)
+	}
+	if !rec.ExpiresAt.After(rec.CreatedAt) {
+		e.fatalf(req.Key, "Lookup: expires %v not after created %v", rec.ExpiresAt, rec.CreatedAt)
+	}
+	if _, err := e.store.Lookup(e.ctx, "other scope", req.Key); !errors.Is(err, idem.ErrNotFound) {
+		e.fatalf(req.Key, "Lookup in another scope: %v, want ErrNotFound", err)
+	}
+	if _, err := e.store.Lookup(e.ctx, req.Scope, ""); !errors.Is(err, idem.ErrInvalidKey) {
+		e.fatalf(req.Key, "Lookup with empty key: %v, want ErrInvalidKey", err)
+	}
+}
+
+func testDatabaseClock[TTx any](t *testing.T, b Backend[TTx]) {
+	const retention = 90 * time.Minute
+	e := setup(t, b, idem.Config{Retention: retention})
+	req := request("dbclock-1", "x")
+	before := time.Now()
+	e.do(e.store, req, e.work("dbclock-1", created("x")))
+	rec, err := e.store.Lookup(e.ctx, req.Scope, req.Key)
+	if err != nil {
+		e.fatalf(req.Key, "Lookup: %v", err)
+	}
+	// The database runs on this machine's clock (containers share the kernel's).
+	if d := rec.CreatedAt.Sub(before); d < -5*time.Second || d > time.Minute {
+		e.fatalf(req.Key, "created_at %v is %v from the test's clock", rec.CreatedAt, d)
+	}
+	if got := rec.ExpiresAt.Sub(rec.CreatedAt); got != retention {
+		e.fatalf(req.Key, "expires - created = %v, want the retention %v", got, retention)
+	}
+}

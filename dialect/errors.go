@@ -1,0 +1,75 @@
+package dialect
+
+import (
+	"errors"
+	"fmt"
+)
+
+// The meanings a Dialect's Classify maps driver errors to. Package idem
+// re-exports each one under the same name, so callers test them with
+// errors.Is(err, idem.ErrDeadlock) and dialect authors return
+// dialect.ErrDeadlock: it is the same value.
+var (
+	// ErrUniqueViolation: a unique or primary key constraint rejected a row.
+	ErrUniqueViolation = errors.New("unique violation")
+	// ErrSerialization: the database could not serialize this transaction
+	// with a concurrent one (SQLSTATE 40001, SQLITE_BUSY_SNAPSHOT). Retrying
+	// the whole transaction is safe.
+	ErrSerialization = errors.New("serialization failure")
+	// ErrDeadlock: the database chose this transaction as a deadlock victim.
+	// Retrying the whole transaction is safe.
+	ErrDeadlock = errors.New("deadlock")
+	// ErrLockTimeout: a statement waited for a lock (or, on SQLite, for the
+	// database) longer than allowed.
+	ErrLockTimeout = errors.New("lock or busy timeout")
+	// ErrReadOnly: the transaction or database does not accept writes.
+	ErrReadOnly = errors.New("read-only transaction or database")
+	// ErrTooLarge: a value exceeds what the database or connection accepts.
+	ErrTooLarge = errors.New("value too large for the database")
+	// ErrCommitUnknown: the connection broke during COMMIT, so whether the
+	// transaction committed is unknown. A retry either replays or redoes.
+	ErrCommitUnknown = errors.New("commit outcome unknown")
+	// ErrTxDone: the transaction was already committed or rolled back.
+	ErrTxDone = errors.New("transaction already committed or rolled back")
+	// ErrBadTx: the transaction handed in cannot be used (nil, finished, or
+	// not of the kind this driver runs on).
+	ErrBadTx = errors.New("unusable transaction")
+	// ErrNotClaimed: Complete found no in-flight record this transaction
+	// claimed.
+	ErrNotClaimed = errors.New("no in-flight claim to complete")
+)
+
+// Classified returns an error that wraps both meaning and err, so errors.Is
+// finds the meaning and errors.As still finds the driver's typed error. A nil
+// err stays nil.
+func Classified(meaning, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &classified{meaning: meaning, err: err}
+}
+
+type classified struct {
+	meaning error
+	err     error
+}
+
+func (c *classified) Error() string { return fmt.Sprintf("%v: %v", c.meaning, c.err) }
+
+func (c *classified) Unwrap() []error { return []error{c.meaning, c.err} }
+
+// IsClassified reports whether err already carries one of the meanings in
+// this package, so Classify can return it unchanged.
+func IsClassified(err error) bool {
+	for _, m := range meanings {
+		if errors.Is(err, m) {
+			return true
+		}
+	}
+	return false
+}
+
+var meanings = []error{
+	ErrUniqueViolation, ErrSerialization, ErrDeadlock, ErrLockTimeout,
+	ErrReadOnly, ErrTooLarge, ErrCommitUnknown, ErrTxDone, ErrBadTx, ErrNotClaimed,
+}

@@ -1,0 +1,88 @@
+package idem
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/idemkit/idem/dialect"
+)
+
+// Errors for input the store refuses. Each is returned before anything is
+// written (or, from Complete, before anything is stored; Do then rolls the
+// whole transaction back). Test them with errors.Is.
+var (
+	// ErrInvalidKey: the idempotency key is empty, longer than MaxKeyBytes
+	// or holds a byte outside printable ASCII (0x20-0x7E).
+	ErrInvalidKey = errors.New("idem: invalid idempotency key")
+	// ErrInvalidScope: the scope is empty, longer than MaxScopeBytes, not
+	// UTF-8 or holds a control character.
+	ErrInvalidScope = errors.New("idem: invalid scope")
+	// ErrInvalidConfig: a Config field is out of range, or the table name is
+	// not an identifier (then it also matches dialect.ErrInvalidIdentifier).
+	ErrInvalidConfig = errors.New("idem: invalid config")
+	// ErrResponseTooLarge: the response body exceeds Config.MaxBody or its
+	// encoded header exceeds MaxHeaderBytes. Nothing is stored.
+	ErrResponseTooLarge = errors.New("idem: response too large to store")
+	// ErrInvalidResponse: the status code is outside 100-599.
+	ErrInvalidResponse = errors.New("idem: invalid response")
+	// ErrNotWon: Complete was called on a claim this transaction did not win.
+	ErrNotWon = errors.New("idem: complete without a won claim")
+	// ErrAlreadyCompleted: Complete was called twice on one claim.
+	ErrAlreadyCompleted = errors.New("idem: claim already completed")
+	// ErrNotFound: Lookup found no live record.
+	ErrNotFound = errors.New("idem: no live record")
+	// ErrRetriesExhausted: Do gave up after Config.MaxAttempts attempts that
+	// failed with retryable errors. The error is a *RetryError.
+	ErrRetriesExhausted = errors.New("idem: retries exhausted")
+)
+
+// The database meanings, re-exported from package dialect (the same values,
+// so errors.Is works with either name). Dialects map their typed driver
+// errors to these.
+var (
+	// ErrSerialization: retryable; Do retries the whole transaction.
+	ErrSerialization = dialect.ErrSerialization
+	// ErrDeadlock: retryable; Do retries the whole transaction.
+	ErrDeadlock = dialect.ErrDeadlock
+	// ErrLockTimeout: a lock (or SQLite's database) was held past the wait
+	// bound. During a claim it becomes the InFlight outcome.
+	ErrLockTimeout = dialect.ErrLockTimeout
+	// ErrUniqueViolation: a unique constraint rejected a row.
+	ErrUniqueViolation = dialect.ErrUniqueViolation
+	// ErrReadOnly: the transaction or database does not accept writes.
+	ErrReadOnly = dialect.ErrReadOnly
+	// ErrTooLarge: the database or connection refused a value as too large.
+	ErrTooLarge = dialect.ErrTooLarge
+	// ErrCommitUnknown: the connection broke during COMMIT; the outcome is
+	// unknown. A retry with the same key either replays or redoes the work.
+	ErrCommitUnknown = dialect.ErrCommitUnknown
+	// ErrTxDone: the transaction was already committed or rolled back (it
+	// also matches ErrBadTx when returned from Claim or Complete).
+	ErrTxDone = dialect.ErrTxDone
+	// ErrBadTx: the transaction handed in is nil, finished, read-only or of
+	// a kind the driver cannot use.
+	ErrBadTx = dialect.ErrBadTx
+	// ErrNotClaimed: Complete found no in-flight record for this claim in the
+	// database (for example, it ran in another transaction).
+	ErrNotClaimed = dialect.ErrNotClaimed
+)
+
+// RetryError is returned by Do when every attempt failed with a retryable
+// error. Err is the last attempt's error. At most one attempt's effect can
+// have committed (none, unless a commit's outcome was unknown).
+type RetryError struct {
+	Attempts int
+	Err      error
+}
+
+func (e *RetryError) Error() string {
+	return fmt.Sprintf("idem: gave up after %d attempts: %v", e.Attempts, e.Err)
+}
+
+// Unwrap returns ErrRetriesExhausted and the last error.
+func (e *RetryError) Unwrap() []error { return []error{ErrRetriesExhausted, e.Err} }
+
+// retryable reports whether a whole transaction may be retried after err.
+func retryable(err error) bool {
+	return errors.Is(err, ErrSerialization) || errors.Is(err, ErrDeadlock)
+}

@@ -1,0 +1,404 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idemkit/idem/dialect"
+)
+
+// Defaults for Config's zero fields.
+const (
+	// DefaultTable is the table records live in.
+	DefaultTable = "idempotency_keys"
+	// DefaultRetention is how long a record is kept: a retry after this
+	// window does the work a second time. It is part of the API contract;
+	// document the value you choose to your clients.
+	DefaultRetention = 24 * time.Hour
+	// DefaultWaitBound is how long a claim waits for another transaction
+	// holding the same key before reporting InFlight.
+	DefaultWaitBound = 5 * time.Second
+	// DefaultMaxBody is the largest response body stored (1 MiB).
+	DefaultMaxBody = 1 << 20
+	// DefaultMaxAttempts is how many times Do runs a transaction that keeps
+	// failing with retryable errors.
+	DefaultMaxAttempts = 5
+	// DefaultPurgeBatch is how many expired records one purge batch deletes.
+	DefaultPurgeBatch = 1000
+)
+
+// Config tunes a Store. The zero value of every field means its default.
+type Config struct {
+	// Table is the table name: ASCII letters, digits and '_', not starting
+	// with a digit, at most dialect.MaxIdentifier characters.
+	Table string
+	// Retention is how long a record lives after its claim. A claim of an
+	// expired key takes it over: the work is done again.
+	Retention time.Duration
+	// WaitBound is how long a claim may wait for a transaction holding the
+	// same key (on SQLite: holding the database) before it reports InFlight.
+	WaitBound time.Duration
+	// MaxBody is the largest response body stored; a larger one makes
+	// Complete fail with ErrResponseTooLarge.
+	MaxBody int
+	// Clock, when set, decides claim times and expiry for this store. When
+	// nil, the database's clock decides, so application servers with skewed
+	// clocks still agree.
+	Clock func() time.Time
+	// MaxAttempts bounds how many times Do runs a transaction that fails
+	// with a retryable error (serialization failure, deadlock).
+	MaxAttempts int
+	// StoreServerErrors makes Do store and commit responses with a 5xx
+	// status. By default such a response is returned but its transaction is
+	// rolled back, so a retry does the work again.
+	StoreServerErrors bool
+	// PurgeBatch is how many expired records one purge transaction deletes.
+	PurgeBatch int
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Table == "" {
+		c.Table = DefaultTable
+	}
+	for _, f := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{{"Retention", &c.Retention, DefaultRetention}, {"WaitBound", &c.WaitBound, DefaultWaitBound}} {
+		if *f.v < 0 {
+			return c, fmt.Errorf("%w: %s %v is negative", ErrInvalidConfig, f.name, *f.v)
+		}
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    *int
+		def  int
+	}{{"MaxBody", &c.MaxBody, DefaultMaxBody}, {"MaxAttempts", &c.MaxAttempts, DefaultMaxAttempts}, {"PurgeBatch", &c.PurgeBatch, DefaultPurgeBatch}} {
+		if *f.v < 0 {
+			return c, fmt.Errorf("%w: %s %d is negative", ErrInvalidConfig, f.name, *f.v)
+		}
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+	}
+	return c, nil
+}
+
+// Store runs the idempotency lifecycle on one backend. TTx is the backend's
+// native transaction type (*sql.Tx, pgx.Tx). A Store holds no state besides
+// its configuration and is safe for concurrent use.
+type Store[TTx any] struct {
+	core
+	driver dialect.Driver[TTx]
+}
+
+// core is the part of a Store that does not depend on the transaction type.
+type core struct {
+	d     dialect.Dialect
+	table dialect.Table
+	cfg   Config
+}
+
+// New returns a Store running on driver. It fails with ErrInvalidConfig for a
+// bad Config, including a table name that is not an identifier.
+func New[TTx any](driver dialect.Driver[TTx], cfg Config) (*Store[TTx], error) {
+	if driver == nil {
+		return nil, fmt.Errorf("%w: nil driver", ErrInvalidConfig)
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	table, err := dialect.NewTable(cfg.Table)
+	if err != nil {
+		return nil, fmt.Errorf("%w: table: %w", ErrInvalidConfig, err)
+	}
+	return &Store[TTx]{core: core{d: driver.Dialect(), table: table, cfg: cfg}, driver: driver}, nil
+}
+
+// Config returns the store's configuration with defaults filled in.
+func (s *Store[TTx]) Config() Config { return s.cfg }
+
+// Schema returns the DDL that creates the store's table and indexes, for
+// migration tools.
+func (s *Store[TTx]) Schema() []string { return s.d.Schema(s.table) }
+
+// Migrate creates the table and indexes if they do not exist.
+func (s *Store[TTx]) Migrate(ctx context.Context) error {
+	for _, stmt := range s.Schema() {
+		if _, err := s.driver.Pool().Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("idem: migrate %s: %w", s.table.Name(), s.d.Classify(err))
+		}
+	}
+	return nil
+}
+
+// Outcome says what a claim (or Do) found.
+type Outcome int
+
+const (
+	// Won: this transaction owns the work. Do ran the function.
+	Won Outcome = iota + 1
+	// Replay: the key's work is done; Response is the stored outcome, to be
+	// returned byte for byte (HTTP: with the replay header).
+	Replay
+	// Mismatch: the key was used with a different fingerprint. No work was
+	// done; HTTP answers 422.
+	Mismatch
+	// InFlight: another transaction holds the key and did not finish within
+	// the wait bound, or committed its claim without completing. No work was
+	// done; HTTP answers 409 with Retry-After.
+	InFlight
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Won:
+		return "won"
+	case Replay:
+		return "replay"
+	case Mismatch:
+		return "mismatch"
+	case InFlight:
+		return "in-flight"
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
+}
+
+// Record is a stored idempotency record.
+type Record struct {
+	Scope       string
+	Key         string
+	Fingerprint Fingerprint
+	// Completed is true once the winner stored its response.
+	Completed bool
+	// Response is the stored response when Completed.
+	Response  Response
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+// Result is what a claim found, or what Do did.
+type Result struct {
+	Outcome Outcome
+	// Response is the stored response on Replay; from Do on Won, the
+	// function's response.
+	Response Response
+	// Committed is set by Do: the function's work and the record committed.
+	// It is false on Won when a 5xx response was rolled back (see
+	// Config.StoreServerErrors), and for every other outcome.
+	Committed bool
+	// Record is the record a loser found (zero on Won, and on an InFlight
+	// that timed out before it could read one).
+	Record Record
+}
+
+// Claim is the result of Store.Claim: a won claim to complete, or what a
+// loser found.
+type Claim struct {
+	Result
+	core      *core
+	q         Tx
+	req       Request
+	completed bool
+}
+
+// Claim claims req's key in the caller's transaction tx with one insert that
+// tells the winner from the loser. On Won the caller performs its effect in
+// tx, calls Complete, then commits. Any other outcome means the caller does
+// no work and should roll tx back; on some databases (PostgreSQL) a claim that
+// timed out (InFlight) has already aborted tx.
+func (s *Store[TTx]) Claim(ctx context.Context, tx TTx, req Request) (*Claim, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	q, err := s.driver.Wrap(tx)
+	if err != nil {
+		return nil, fmt.Errorf("idem: claim %q: %w", req.Key, err)
+	}
+	return s.claim(ctx, q, req)
+}
+
+func (c *core) claim(ctx context.Context, q Tx, req Request) (*Claim, error) {
+	res, err := c.d.Claim(ctx, q, c.table, dialect.ClaimArgs{
+		Scope:       req.Scope,
+		Key:         req.Key,
+		Fingerprint: req.Fingerprint[:],
+		Now:         c.now(),
+		Retention:   c.cfg.Retention,
+		WaitBound:   c.cfg.WaitBound,
+	})
+	if err != nil {
+		err = c.d.Classify(err)
+		if errors.Is(err, ErrLockTimeout) && ctx.Err() == nil {
+			return &Claim{Result: Result{Outcome: InFlight}, core: c, req: req}, nil
+		}
+		return nil, c.failed(ctx, "claim", req, err)
+	}
+	cl := &Claim{core: c, q: q, req: req}
+	if res.Won {
+		cl.Outcome = Won
+		return cl, nil
+	}
+	cl.Result, err = c.judge(req, res.Record)
+	return cl, err
+}
+
+// failed wraps a statement's error with what was being done, marks errors
+// that mean the transaction itself is unusable with ErrBadTx, and keeps a
+// cancelled context visible to errors.Is.
+func (c *core) failed(ctx context.Context, op string, req Request, err error) error {
+	if (errors.Is(err, ErrReadOnly) || errors.Is(err, ErrTxDone)) && !errors.Is(err, ErrBadTx) {
+		err = fmt.Errorf("%w: %w", ErrBadTx, err)
+	}
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		err = fmt.Errorf("%w: %w", cerr, err)
+	}
+	return fmt.Errorf("idem: %s %q in scope %q on %s: %w", op, req.Key, req.Scope, c.d.Name(), err)
+}
+
+// judge turns the record a loser found into its outcome: a different
+// fingerprint is a mismatch, a completed record replays, anything else is in
+// flight.
+func (c *core) judge(req Request, rec dialect.Record) (Result, error) {
+	r, err := toRecord(rec)
+	if err != nil {
+		return Result{}, fmt.Errorf("idem: key %q in scope %q: %w", req.Key, req.Scope, err)
+	}
+	switch {
+	case r.Fingerprint != req.Fingerprint:
+		return Result{Outcome: Mismatch, Record: r}, nil
+	case r.Completed:
+		return Result{Outcome: Replay, Response: r.Response, Record: r}, nil
+	default:
+		return Result{Outcome: InFlight, Record: r}, nil
+	}
+}
+
+func toRecord(rec dialect.Record) (Record, error) {
+	r := Record{
+		Scope:     rec.Scope,
+		Key:       rec.Key,
+		Completed: rec.State == dialect.Completed,
+		CreatedAt: rec.CreatedAt,
+		ExpiresAt: rec.ExpiresAt,
+	}
+	if len(rec.Fingerprint) != len(r.Fingerprint) {
+		return Record{}, fmt.Errorf("idem: stored fingerprint has %d bytes, want %d", len(rec.Fingerprint), len(r.Fingerprint))
+	}
+	copy(r.Fingerprint[:], rec.Fingerprint)
+	if r.Completed {
+		h, err := decodeHeader(rec.Header)
+		if err != nil {
+			return Record{}, err
+		}
+		body := rec.Body
+		if body == nil {
+			body = []byte{}
+		}
+		r.Response = Response{Status: rec.Status, Header: h, Body: body}
+	}
+	return r, nil
+}
+
+// Complete stores resp as the outcome of the won claim, as a separate
+// statement in the same transaction, and marks the key completed. The caller
+// commits afterwards. If Complete fails, the caller must roll back: the
+// effect must not commit without its record.
+func (c *Claim) Complete(ctx context.Context, resp Response) error {
+	switch {
+	case c.Outcome != Won:
+		return fmt.Errorf("%w: outcome is %v for key %q", ErrNotWon, c.Outcome, c.req.Key)
+	case c.completed:
+		return fmt.Errorf("%w: key %q", ErrAlreadyCompleted, c.req.Key)
+	}
+	if err := resp.validate(); err != nil {
+		return err
+	}
+	if len(resp.Body) > c.core.cfg.MaxBody {
+		return fmt.Errorf("%w: body of %d bytes, at most %d", ErrResponseTooLarge, len(resp.Body), c.core.cfg.MaxBody)
+	}
+	header := encodeHeader(resp.Header)
+	if len(header) > MaxHeaderBytes {
+		return fmt.Errorf("%w: header of %d bytes encoded, at most %d", ErrResponseTooLarge, len(header), MaxHeaderBytes)
+	}
+	body := resp.Body
+	if body == nil {
+		body = []byte{}
+	}
+	err := c.core.d.Complete(ctx, c.q, c.core.table, dialect.CompleteArgs{
+		Scope:       c.req.Scope,
+		Key:         c.req.Key,
+		Fingerprint: c.req.Fingerprint[:],
+		Status:      resp.Status,
+		Header:      header,
+		Body:        body,
+	})
+	if err != nil {
+		return c.core.failed(ctx, "complete", c.req, c.core.d.Classify(err))
+	}
+	c.completed = true
+	c.Response = resp
+	return nil
+}
+
+// Lookup reads the live record of a key outside any transaction, for status
+// endpoints and operators. It returns ErrNotFound when there is none (or it
+// expired).
+func (s *Store[TTx]) Lookup(ctx context.Context, scope, key string) (Record, error) {
+	req := Request{Scope: scope, Key: key}
+	if err := req.Validate(); err != nil {
+		return Record{}, err
+	}
+	rec, found, err := s.d.Lookup(ctx, s.driver.Pool(), s.table, dialect.LookupArgs{Scope: scope, Key: key, Now: s.now()})
+	if err != nil {
+		return Record{}, s.failed(ctx, "lookup", req, s.d.Classify(err))
+	}
+	if !found {
+		return Record{}, fmt.Errorf("%w: key %q in scope %q", ErrNotFound, key, scope)
+	}
+	return toRecord(rec)
+}
+
+// PurgeResult reports what Purge deleted.
+type PurgeResult struct {
+	Deleted int64
+	Batches int
+}
+
+// Purge deletes expired records in batches of Config.PurgeBatch, each in its
+// own short transaction that skips rows other transactions hold, until a
+// batch finds fewer than a full batch or ctx ends. Run it periodically.
+func (s *Store[TTx]) Purge(ctx context.Context) (PurgeResult, error) {
+	var res PurgeResult
+	begin := func(ctx context.Context) (dialect.Tx, error) {
+		return s.driver.Begin(ctx, dialect.BeginOptions{WaitBound: s.cfg.WaitBound})
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return res, fmt.Errorf("idem: purge: %w", err)
+		}
+		n, err := s.d.PurgeBatch(ctx, begin, s.table, dialect.PurgeArgs{Now: s.now(), Limit: s.cfg.PurgeBatch})
+		if err != nil {
+			return res, fmt.Errorf("idem: purge batch %d on %s: %w", res.Batches+1, s.d.Name(), s.d.Classify(err))
+		}
+		res.Batches++
+		res.Deleted += n
+		if n < int64(s.cfg.PurgeBatch) {
+			return res, nil
+		}
+	}
+}
+
+// now is the store's clock, or the zero time for the database's clock.
+func (c *core) now() time.Time {
+	if c.cfg.Clock == nil {
+		return time.Time{}
+	}
+	return c.cfg.Clock()
+}

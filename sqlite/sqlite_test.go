@@ -1,0 +1,35 @@
+package sqlite_test
+
+import (
+	"database/sql"
+	"path/filepath"
+	"testing"
+
+	"github.com/idemkit/idem/conformance"
+	"github.com/idemkit/idem/dialect"
+	"github.com/idemkit/idem/sqlite"
+)
+
+// openFile opens a fresh database file for one test.
+func openFile(t *testing.T) *sql.DB {
+	t.Helper()
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "idem.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func TestConformance(t *testing.T) {
+	conformance.Run(t, conformance.Backend[*sql.Tx]{
+		Name: "sqlite/file",
+		Open: func(t *testing.T) dialect.Driver[*sql.Tx] {
+			d, err := sqlite.New(openFile(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d
+		},
+	})
+}
