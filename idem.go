@@ -377,15 +377,15 @@ type PurgeResult struct {
 func (s *Store[TTx]) Purge(ctx context.Context) (PurgeResult, error) {
 	var res PurgeResult
 	begin := func(ctx context.Context) (dialect.Tx, error) {
-		return s.driver.Begin(ctx, dialect.BeginOptions{WaitBound: s.cfg.WaitBound})
+		return s.driver.Begin(ctx, dialect.BeginOptions{WaitBound: s.cfg.WaitBound, Purge: true})
 	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return res, fmt.Errorf("idem: purge: %w", err)
 		}
-		n, err := s.d.PurgeBatch(ctx, begin, s.table, dialect.PurgeArgs{Now: s.now(), Limit: s.cfg.PurgeBatch})
+		n, err := s.purgeBatch(ctx, begin)
 		if err != nil {
-			return res, fmt.Errorf("idem: purge batch %d on %s: %w", res.Batches+1, s.d.Name(), s.d.Classify(err))
+			return res, fmt.Errorf("idem: purge batch %d on %s: %w", res.Batches+1, s.d.Name(), err)
 		}
 		res.Batches++
 		res.Deleted += n
@@ -393,6 +393,24 @@ func (s *Store[TTx]) Purge(ctx context.Context) (PurgeResult, error) {
 			return res, nil
 		}
 	}
+}
+
+// purgeBatch runs one batch, retrying it on retryable errors like Do.
+func (c *core) purgeBatch(ctx context.Context, begin func(context.Context) (dialect.Tx, error)) (int64, error) {
+	var err error
+	for attempt := 1; attempt <= c.cfg.MaxAttempts; attempt++ {
+		if attempt > 1 {
+			if serr := sleep(ctx, backoff(attempt)); serr != nil {
+				return 0, fmt.Errorf("%w (last error: %w)", serr, err)
+			}
+		}
+		var n int64
+		n, err = c.d.PurgeBatch(ctx, begin, c.table, dialect.PurgeArgs{Now: c.now(), Limit: c.cfg.PurgeBatch})
+		if err = c.d.Classify(err); err == nil || !retryable(err) {
+			return n, err
+		}
+	}
+	return 0, &RetryError{Attempts: c.cfg.MaxAttempts, Err: err}
 }
 
 // now is the store's clock, or the zero time for the database's clock.

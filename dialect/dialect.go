@@ -50,6 +50,11 @@ type BeginOptions struct {
 	// another transaction holds before giving up with ErrLockTimeout. A backend
 	// whose writers wait at BEGIN (SQLite) applies it there.
 	WaitBound time.Duration
+	// Purge marks a transaction that runs only a purge batch. Drivers with a
+	// configurable isolation level begin it at READ COMMITTED: the batch
+	// needs no more, and a stricter level would only make it, and the claims
+	// it runs beside, fail with serialization errors.
+	Purge bool
 }
 
 // Driver binds a Dialect to one connection pool and one native transaction

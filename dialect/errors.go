@@ -26,6 +26,9 @@ var (
 	ErrReadOnly = errors.New("read-only transaction or database")
 	// ErrTooLarge: a value exceeds what the database or connection accepts.
 	ErrTooLarge = errors.New("value too large for the database")
+	// ErrInvalidValue: the database rejected a value it cannot represent
+	// (an invalid byte sequence for its encoding, for example).
+	ErrInvalidValue = errors.New("value rejected by the database")
 	// ErrCommitUnknown: the connection broke during COMMIT, so whether the
 	// transaction committed is unknown. A retry either replays or redoes.
 	ErrCommitUnknown = errors.New("commit outcome unknown")
@@ -71,5 +74,5 @@ func IsClassified(err error) bool {
 
 var meanings = []error{
 	ErrUniqueViolation, ErrSerialization, ErrDeadlock, ErrLockTimeout,
-	ErrReadOnly, ErrTooLarge, ErrCommitUnknown, ErrTxDone, ErrBadTx, ErrNotClaimed,
+	ErrReadOnly, ErrTooLarge, ErrInvalidValue, ErrCommitUnknown, ErrTxDone, ErrBadTx, ErrNotClaimed,
 }

@@ -1,0 +1,99 @@
+package postgres_test
+
+import (
+	"context"
+	"database/sql"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/idemkit/idem/conformance"
+	"github.com/idemkit/idem/conformance/containers"
+	"github.com/idemkit/idem/dialect"
+	"github.com/idemkit/idem/postgres"
+)
+
+func TestMain(m *testing.M) { containers.Main(m) }
+
+// levels are the isolation levels the suite runs at.
+var levels = []struct {
+	name  string
+	level sql.IsolationLevel
+}{
+	{"read-committed", sql.LevelReadCommitted},
+	{"repeatable-read", sql.LevelRepeatableRead},
+	{"serializable", sql.LevelSerializable},
+}
+
+// server is the pool and *sql.DB every test in this binary shares.
+var server struct {
+	once sync.Once
+	pool *pgxpool.Pool
+	db   *sql.DB
+	err  error
+}
+
+func connect(t *testing.T) (*pgxpool.Pool, *sql.DB) {
+	t.Helper()
+	dsn := containers.Postgres(t)
+	server.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cfg, err := pgxpool.ParseConfig(dsn)
+		if err != nil {
+			server.err = err
+			return
+		}
+		cfg.MaxConns = 40
+		server.pool, server.err = pgxpool.NewWithConfig(ctx, cfg)
+		if server.err != nil {
+			return
+		}
+		server.err = server.pool.Ping(ctx)
+		server.db = stdlib.OpenDBFromPool(server.pool)
+	})
+	if server.err != nil {
+		t.Fatalf("connect to PostgreSQL: %v", server.err)
+	}
+	return server.pool, server.db
+}
+
+func TestConformancePgx(t *testing.T) {
+	for _, l := range levels {
+		t.Run(l.name, func(t *testing.T) {
+			conformance.Run(t, conformance.Backend[pgx.Tx]{
+				Name: "postgres/pgx/" + l.name,
+				Open: func(t *testing.T) dialect.Driver[pgx.Tx] {
+					pool, _ := connect(t)
+					d, err := postgres.New(pool, postgres.Options{Isolation: l.level})
+					if err != nil {
+						t.Fatal(err)
+					}
+					return d
+				},
+			})
+		})
+	}
+}
+
+func TestConformanceDatabaseSQL(t *testing.T) {
+	for _, l := range levels {
+		t.Run(l.name, func(t *testing.T) {
+			conformance.Run(t, conformance.Backend[*sql.Tx]{
+				Name: "postgres/database-sql/" + l.name,
+				Open: func(t *testing.T) dialect.Driver[*sql.Tx] {
+					_, db := connect(t)
+					d, err := postgres.NewSQL(db, postgres.Options{Isolation: l.level})
+					if err != nil {
+						t.Fatal(err)
+					}
+					return d
+				},
+			})
+		})
+	}
+}

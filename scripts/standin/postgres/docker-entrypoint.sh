@@ -1,0 +1,92 @@
+#!/bin/bash
+# Entrypoint of idem-standin/postgres:15. It follows the contract of the
+# official postgres image for the parts tests use:
+#   POSTGRES_PASSWORD (required unless POSTGRES_HOST_AUTH_METHOD=trust),
+#   POSTGRES_USER (default postgres), POSTGRES_DB (default $POSTGRES_USER),
+#   POSTGRES_INITDB_ARGS, POSTGRES_HOST_AUTH_METHOD (default scram-sha-256),
+#   PGDATA, /docker-entrypoint-initdb.d/*.sh|*.sql|*.sql.gz,
+#   arguments starting with "-" are passed to postgres.
+# On a fresh data directory it runs initdb (UTF8), starts a socket-only
+# temporary server to create the database and run init scripts, stops it,
+# then execs postgres as PID 1 listening on all addresses.
+set -Eeuo pipefail
+
+log() { printf '%s [entrypoint] %s\n' "$(date -u '+%Y-%m-%d %H:%M:%S UTC')" "$*"; }
+die() { log "error: $*" >&2; exit 1; }
+
+if [[ $# -eq 0 || ${1:0:1} == '-' ]]; then
+	set -- postgres "$@"
+fi
+if [[ $1 != postgres ]]; then
+	exec "$@"
+fi
+
+[[ $(id -u) -ne 0 ]] || die "run as the postgres user (the image's default USER), not root"
+
+export PGDATA=${PGDATA:-/var/lib/postgresql/data}
+POSTGRES_USER=${POSTGRES_USER:-postgres}
+POSTGRES_DB=${POSTGRES_DB:-$POSTGRES_USER}
+POSTGRES_PASSWORD=${POSTGRES_PASSWORD:-}
+auth=${POSTGRES_HOST_AUTH_METHOD:-scram-sha-256}
+
+mkdir -p "$PGDATA"
+chmod 700 "$PGDATA" 2>/dev/null || true
+
+if [[ ! -s $PGDATA/PG_VERSION ]]; then
+	if [[ -z $POSTGRES_PASSWORD && $auth != trust ]]; then
+		die "database is uninitialized and superuser password is not specified: set POSTGRES_PASSWORD (or POSTGRES_HOST_AUTH_METHOD=trust)"
+	fi
+
+	pwfile=$(mktemp)
+	trap 'rm -f "$pwfile"' EXIT
+	printf '%s\n' "$POSTGRES_PASSWORD" >"$pwfile"
+	pwargs=()
+	[[ -z $POSTGRES_PASSWORD ]] || pwargs=(--pwfile="$pwfile")
+	# shellcheck disable=SC2086 # POSTGRES_INITDB_ARGS is a word list, as in the official image
+	initdb --username="$POSTGRES_USER" "${pwargs[@]}" --encoding=UTF8 --locale=C.UTF-8 \
+		${POSTGRES_INITDB_ARGS:-}
+	rm -f "$pwfile"
+
+	{
+		echo
+		echo "# added by the idem stand-in entrypoint"
+		echo "listen_addresses = '*'"
+	} >>"$PGDATA/postgresql.conf"
+	{
+		echo
+		echo "# added by the idem stand-in entrypoint"
+		echo "host all all all $auth"
+	} >>"$PGDATA/pg_hba.conf"
+
+	# Temporary server: Unix socket only, so nothing outside sees it as ready.
+	pg_ctl -D "$PGDATA" -w -t 60 -o "-c listen_addresses='' -p ${PGPORT:-5432}" start
+
+	psql_cmd=(psql -X -v ON_ERROR_STOP=1 --no-password --username "$POSTGRES_USER")
+	if [[ $POSTGRES_DB != postgres ]]; then
+		exists=$("${psql_cmd[@]}" --dbname postgres -tA --set db="$POSTGRES_DB" \
+			<<<"SELECT 1 FROM pg_database WHERE datname = :'db';")
+		if [[ -z $exists ]]; then
+			"${psql_cmd[@]}" --dbname postgres --set db="$POSTGRES_DB" <<<'CREATE DATABASE :"db";'
+			log "created database $POSTGRES_DB"
+		fi
+	fi
+
+	shopt -s nullglob
+	for f in /docker-entrypoint-initdb.d/*; do
+		case "$f" in
+		*.sh)
+			log "running $f"
+			if [[ -x $f ]]; then "$f"; else . "$f"; fi
+			;;
+		*.sql) log "running $f"; "${psql_cmd[@]}" --dbname "$POSTGRES_DB" -f "$f" ;;
+		*.sql.gz) log "running $f"; gunzip -c "$f" | "${psql_cmd[@]}" --dbname "$POSTGRES_DB" ;;
+		*) log "ignoring $f" ;;
+		esac
+	done
+	shopt -u nullglob
+
+	pg_ctl -D "$PGDATA" -m fast -w stop
+	log "PostgreSQL init process complete; ready for start up."
+fi
+
+exec "$@"
