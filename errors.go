@@ -53,6 +53,8 @@ var (
 	ErrReadOnly = dialect.ErrReadOnly
 	// ErrTooLarge: the database or connection refused a value as too large.
 	ErrTooLarge = dialect.ErrTooLarge
+	// ErrInvalidValue: the database rejected a value it cannot represent.
+	ErrInvalidValue = dialect.ErrInvalidValue
 	// ErrCommitUnknown: the connection broke during COMMIT; the outcome is
 	// unknown. A retry with the same key either replays or redoes the work.
 	ErrCommitUnknown = dialect.ErrCommitUnknown
