@@ -295,3 +295,42 @@ func testRetryThenSucceed[TTx any](t *testing.T, b Backend[TTx]) {
 		e.fatalf(req.Key, "effects = %d, want exactly 1", n)
 	}
 }
+
+// testClaimAfterEarlierRead: the caller's transaction read before it
+// claimed, so its snapshot predates the winner's commit. The claim must still
+// see the winner's record (or ask for a retry), never win a second time.
+func testClaimAfterEarlierRead[TTx any](t *testing.T, b Backend[TTx]) {
+	e := setup(t, b, idem.Config{})
+	if e.driver.Dialect().Capabilities().DatabaseWriteLock {
+		t.Skip("writers hold the whole database from BEGIN: no snapshot can predate another writer's commit")
+	}
+	req := request("snapshot-1", "x")
+	txn := e.begin()
+	defer txn.Rollback(e.ctx)
+	q, err := e.driver.Wrap(txn.Native())
+	if err != nil {
+		e.fatalf(req.Key, "Wrap: %v", err)
+	}
+	rows, err := q.Query(e.ctx, "SELECT COUNT(*) FROM "+e.table)
+	if err != nil {
+		e.fatalf(req.Key, "read before claim: %v", err)
+	}
+	for rows.Next() {
+	}
+	rows.Close()
+
+	e.do(e.store, req, e.work("snapshot-1", created("winner"))) // another transaction wins and commits
+
+	claim, err := e.store.Claim(e.ctx, txn.Native(), req)
+	switch {
+	case err != nil && errors.Is(err, idem.ErrSerialization):
+		// The database asks for a retry of the whole transaction: correct.
+	case err != nil:
+		e.fatalf(req.Key, "Claim after an earlier read: %v", err)
+	case claim.Outcome != idem.Replay || string(claim.Response.Body) != "winner":
+		e.fatalf(req.Key, "Claim after an earlier read: %v %q, want a replay of the committed winner", claim.Outcome, claim.Response.Body)
+	}
+	if n := e.effectCount("snapshot-1"); n != 1 {
+		e.fatalf(req.Key, "effects = %d, want 1", n)
+	}
+}

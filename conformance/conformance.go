@@ -74,6 +74,7 @@ func cases[TTx any]() []testCase[TTx] {
 		{"LoserWaitsThenReplays", testLoserWaitsThenReplays[TTx]},
 		{"WinnerRollsBackLoserWins", testWinnerRollsBackLoserWins[TTx]},
 		{"ThirtyTwoClaimsOneEffect", testThirtyTwoClaims[TTx]},
+		{"ClaimAfterEarlierRead", testClaimAfterEarlierRead[TTx]},
 		{"WaitBound", testWaitBound[TTx]},
 		{"ContextCancelledWhileWaiting", testContextCancelled[TTx]},
 		{"FuncErrorRollsBack", testFuncErrorRollsBack[TTx]},

@@ -1,0 +1,282 @@
+package mysql
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	sq "github.com/Masterminds/squirrel"
+	mysqldriver "github.com/go-sql-driver/mysql"
+
+	"github.com/idemkit/idem/dialect"
+)
+
+// Dialect is MySQL's and MariaDB's statements and error-number mapping.
+type Dialect struct {
+	// maxPacket is the server's max_allowed_packet; 0 means unknown.
+	maxPacket int64
+	stmts     sync.Map // table name -> *statements
+}
+
+var _ dialect.Dialect = (*Dialect)(nil)
+
+// NewDialect returns the dialect for a server whose max_allowed_packet is
+// maxAllowedPacket (0 if unknown: no size check before sending).
+func NewDialect(maxAllowedPacket int64) *Dialect { return &Dialect{maxPacket: maxAllowedPacket} }
+
+// Name returns "mysql".
+func (*Dialect) Name() string { return "mysql" }
+
+// Capabilities: row-level locks, so a loser waits on the key only.
+func (*Dialect) Capabilities() dialect.Capabilities { return dialect.Capabilities{} }
+
+// Schema returns the CREATE TABLE statement (the expiry index is part of it;
+// MySQL has no CREATE INDEX IF NOT EXISTS).
+func (d *Dialect) Schema(t dialect.Table) []string {
+	return []string{d.statements(t).createTable}
+}
+
+// Claim inserts the in-flight record. A duplicate key means another
+// transaction holds or held it: read it with a locking read, take it over if
+// expired, else report it.
+func (d *Dialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ClaimArgs) (res dialect.ClaimResult, err error) {
+	s := d.statements(t)
+	if _, err := q.Exec(ctx, setLockWait, lockWaitSeconds(a.WaitBound)); err != nil {
+		return res, err
+	}
+	defer func() {
+		// The session variable outlives the transaction: always put it back,
+		// even when ctx has ended, within a bound.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, rerr := q.Exec(rctx, restoreLockWait); rerr != nil && err == nil {
+			err = rerr
+		}
+	}()
+
+	now := clock(a.Now)
+	ret := a.Retention.Microseconds()
+	_, err = q.Exec(ctx, s.insert, a.Scope, a.Key, a.Fingerprint, now, now, ret)
+	if err == nil {
+		return dialect.ClaimResult{Won: true}, nil
+	}
+	if !isNumber(err, erDupEntry) {
+		return res, err
+	}
+
+	rec, expired, found, err := d.read(ctx, q, s.lockingRead, a.Scope, a.Key, now)
+	if err != nil {
+		return res, err
+	}
+	if !found {
+		// Purged between the two statements: a retry inserts it afresh.
+		return res, dialect.Classified(dialect.ErrSerialization, errors.New("mysql: conflicting record vanished before it could be read"))
+	}
+	if !expired {
+		return dialect.ClaimResult{Record: rec}, nil
+	}
+	n, err := q.Exec(ctx, s.takeover, a.Fingerprint, now, now, ret, a.Scope, a.Key, now)
+	if err != nil {
+		return res, err
+	}
+	if n != 1 {
+		return res, dialect.Classified(dialect.ErrSerialization, errors.New("mysql: expired record changed during takeover"))
+	}
+	return dialect.ClaimResult{Won: true}, nil
+}
+
+// Complete stores the response on the in-flight record. A body the server
+// could not accept in one packet is refused before it is sent.
+func (d *Dialect) Complete(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.CompleteArgs) error {
+	if size := int64(len(a.Body) + len(a.Header) + packetOverhead); d.maxPacket > 0 && size > d.maxPacket {
+		return dialect.Classified(dialect.ErrTooLarge,
+			fmt.Errorf("mysql: response of %d bytes does not fit the server's max_allowed_packet of %d", size, d.maxPacket))
+	}
+	n, err := q.Exec(ctx, d.statements(t).complete, a.Status, a.Header, a.Body, a.Scope, a.Key, a.Fingerprint)
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		return dialect.ErrNotClaimed
+	}
+	return nil
+}
+
+// packetOverhead leaves room in a packet for the statement and the other
+// columns next to the header and body.
+const packetOverhead = 4096
+
+// Lookup reads the live record with a plain (consistent) read.
+func (d *Dialect) Lookup(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LookupArgs) (dialect.Record, bool, error) {
+	rec, expired, found, err := d.read(ctx, q, d.statements(t).read, a.Scope, a.Key, clock(a.Now))
+	if err != nil || !found || expired {
+		return dialect.Record{}, false, err
+	}
+	return rec, true, nil
+}
+
+// read runs one of the record reads; it reports whether the record has
+// expired by the store's clock.
+func (d *Dialect) read(ctx context.Context, q dialect.Queryer, query, scope, key string, now any) (rec dialect.Record, expired, found bool, err error) {
+	rows, err := q.Query(ctx, query, now, scope, key)
+	if err != nil {
+		return rec, false, false, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return rec, false, false, closeRows(rows)
+	}
+	var (
+		status           *int64
+		header, body, fp []byte
+		created, expires int64
+		expiredFlag      int64
+	)
+	if err := rows.Scan(&rec.Scope, &rec.Key, &fp, &status, &header, &body, &created, &expires, &expiredFlag); err != nil {
+		return rec, false, false, err
+	}
+	rec.Fingerprint, rec.Header, rec.Body = fp, header, body
+	rec.State = dialect.InFlight
+	if status != nil {
+		rec.State, rec.Status = dialect.Completed, int(*status)
+	}
+	rec.CreatedAt, rec.ExpiresAt = time.UnixMicro(created).UTC(), time.UnixMicro(expires).UTC()
+	return rec, expiredFlag != 0, true, closeRows(rows)
+}
+
+// PurgeBatch locks up to a.Limit expired rows with SKIP LOCKED, so it never
+// waits on a claim, and deletes them by primary key.
+func (d *Dialect) PurgeBatch(ctx context.Context, begin func(context.Context) (dialect.Tx, error), t dialect.Table, a dialect.PurgeArgs) (n int64, err error) {
+	s := d.statements(t)
+	tx, err := begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+		}
+	}()
+	now := clock(a.Now)
+	rows, err := tx.Query(ctx, s.purgeSelect, now, a.Limit)
+	if err != nil {
+		return 0, err
+	}
+	var keys sq.Or
+	for rows.Next() {
+		// Strings, not []byte: squirrel turns a slice into an IN list.
+		var scope, key string
+		if err := rows.Scan(&scope, &key); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		keys = append(keys, sq.Eq{"scope": scope, "idem_key": key})
+	}
+	if err := closeRows(rows); err != nil {
+		return 0, err
+	}
+	for len(keys) > 0 {
+		chunk := keys[:min(len(keys), purgeChunk)]
+		keys = keys[len(chunk):]
+		query, args, err := sq.Delete(s.quoted).Where(chunk).Where(expiredAt, now).ToSql()
+		if err != nil {
+			return 0, err
+		}
+		deleted, err := tx.Exec(ctx, query, args...)
+		if err != nil {
+			return 0, err
+		}
+		n += deleted
+	}
+	return n, tx.Commit(ctx)
+}
+
+// purgeChunk bounds the keys one DELETE names.
+const purgeChunk = 500
+
+// Error numbers the dialect maps (MySQL and MariaDB share them).
+const (
+	erDupEntry            = 1062
+	erLockDeadlock        = 1213
+	erLockWaitTimeout     = 1205
+	erLockNowait          = 3572
+	erCheckRead           = 1020 // MariaDB snapshot isolation: record changed since read
+	erReadOnlyTransaction = 1792
+	erOptionPreventsStmt  = 1290 // --read-only server
+	erNetPacketTooLarge   = 1153
+	erDataTooLong         = 1406
+	erTooBigRowsize       = 1118
+	erWarnAllowedPacket   = 1301
+	erTruncatedWrongValue = 1366
+	erLongDataTooLarge    = 1210 // a prepared-statement parameter over max_allowed_packet
+)
+
+// Classify maps *mysql.MySQLError numbers and the driver's packet limit to
+// the dialect meanings.
+func (*Dialect) Classify(err error) error {
+	if err == nil || dialect.IsClassified(err) {
+		return err
+	}
+	if errors.Is(err, mysqldriver.ErrPktTooLarge) {
+		return dialect.Classified(dialect.ErrTooLarge, err)
+	}
+	var me *mysqldriver.MySQLError
+	if !errors.As(err, &me) {
+		return err
+	}
+	switch me.Number {
+	case erDupEntry:
+		return dialect.Classified(dialect.ErrUniqueViolation, err)
+	case erLockDeadlock:
+		return dialect.Classified(dialect.ErrDeadlock, err)
+	case erCheckRead:
+		return dialect.Classified(dialect.ErrSerialization, err)
+	case erLockWaitTimeout, erLockNowait:
+		return dialect.Classified(dialect.ErrLockTimeout, err)
+	case erReadOnlyTransaction, erOptionPreventsStmt:
+		return dialect.Classified(dialect.ErrReadOnly, err)
+	case erNetPacketTooLarge, erDataTooLong, erTooBigRowsize, erWarnAllowedPacket, erLongDataTooLarge:
+		return dialect.Classified(dialect.ErrTooLarge, err)
+	case erTruncatedWrongValue:
+		return dialect.Classified(dialect.ErrInvalidValue, err)
+	}
+	return err
+}
+
+func isNumber(err error, n uint16) bool {
+	var me *mysqldriver.MySQLError
+	return errors.As(err, &me) && me.Number == n
+}
+
+// commitError: a server error, or driver.ErrBadConn (nothing was sent), is
+// a known failure; any other error from COMMIT leaves the outcome unknown.
+func commitError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var me *mysqldriver.MySQLError
+	if errors.As(err, &me) || errors.Is(err, driver.ErrBadConn) || dialect.IsClassified(err) {
+		return err
+	}
+	return dialect.Classified(dialect.ErrCommitUnknown, err)
+}
+
+// clock gives the store's time in Unix microseconds, or nil for the
+// database's clock.
+func clock(now time.Time) any {
+	if now.IsZero() {
+		return nil
+	}
+	return now.UnixMicro()
+}
+
+func closeRows(rows dialect.Rows) error {
+	if err := rows.Err(); err != nil {
+		rows.Close()
+		return err
+	}
+	return rows.Close()
+}

@@ -1,0 +1,189 @@
+// Package mysql is idem's MySQL and MariaDB backend, on
+// github.com/go-sql-driver/mysql through database/sql. It targets MySQL
+// 8.0/8.4 and MariaDB 10.11+ and uses only SQL both accept (no RETURNING;
+// LOCK IN SHARE MODE rather than FOR SHARE).
+//
+// What InnoDB needs, and this package does:
+//
+//   - The claim is a plain INSERT. It succeeds for the winner; a loser gets
+//     error 1062, which in InnoDB rolls back only the statement, not the
+//     transaction. The winner is told from the loser by that error, never by
+//     INSERT IGNORE (which turns truncation and other errors into warnings)
+//     and never by an affected-rows count (which clientFoundRows changes).
+//   - A loser reads the record with LOCK IN SHARE MODE: a locking read sees
+//     the latest committed row, where InnoDB's REPEATABLE READ snapshot,
+//     taken at the transaction's first read, might not. The shared lock the
+//     duplicate-key check already took keeps the row stable until the
+//     transaction ends. An expired record is then taken over with an UPDATE
+//     guarded by its expiry.
+//   - Deadlocks (1213) are part of normal concurrency on duplicate keys (two
+//     waiters on a rolled-back insert both hold shared locks and both want an
+//     exclusive one): they are classified retryable and Do retries. A
+//     deadlock rolls back the whole transaction, so the claim returns at once.
+//   - The claim's waits are bounded by setting the session's
+//     innodb_lock_wait_timeout for the claim only (restored afterwards). It
+//     counts whole seconds, so the store's wait bound is rounded up to a
+//     second. A lock wait timeout (1205) becomes InFlight; as InnoDB rolls
+//     back only the statement, the caller must roll back (Do does).
+//   - Keys and scopes are VARBINARY(255): compared byte for byte, whatever
+//     the connection's collation. Times are DATETIME(6) in UTC (microseconds,
+//     no 2038 limit); they cross the wire as Unix microseconds, so the DSN's
+//     parseTime and loc settings do not matter. The database's clock is
+//     UTC_TIMESTAMP(6).
+//   - The body is a LONGBLOB. A response larger than the server's
+//     max_allowed_packet is refused with ErrTooLarge before it is sent,
+//     instead of breaking the connection.
+//   - Errors are classified by *mysql.MySQLError numbers, never by text.
+//
+// DSN settings: none of clientFoundRows, parseTime, loc, interpolateParams or
+// multiStatements changes idem's behaviour. New refuses a session whose
+// sql_mode is not strict (STRICT_TRANS_TABLES or STRICT_ALL_TABLES), where
+// MySQL would silently truncate values, and servers older than MySQL 8.0.1
+// or MariaDB 10.6 (no SKIP LOCKED for purge).
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	mysqldriver "github.com/go-sql-driver/mysql"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/dialect"
+)
+
+// Options configure a MySQL driver.
+type Options struct {
+	// Isolation is the level Do's transactions begin with: sql.LevelDefault
+	// (the server's, REPEATABLE READ unless configured), sql.LevelReadCommitted,
+	// sql.LevelRepeatableRead or sql.LevelSerializable.
+	Isolation sql.IsolationLevel
+}
+
+// Driver runs idem on a *sql.DB opened with github.com/go-sql-driver/mysql.
+type Driver struct {
+	db      *sql.DB
+	opts    sql.TxOptions
+	pool    idem.Tx
+	dialect *Dialect
+}
+
+var _ dialect.Driver[*sql.Tx] = (*Driver)(nil)
+
+// Server describes what New read from the server.
+type Server struct {
+	Version          string
+	MariaDB          bool
+	MaxAllowedPacket int64
+	SQLMode          string
+}
+
+// New returns a driver on db after checking the server: its version, its
+// max_allowed_packet (bodies that cannot fit are refused) and a strict
+// sql_mode.
+func New(ctx context.Context, db *sql.DB, opts Options) (*Driver, error) {
+	if db == nil {
+		return nil, fmt.Errorf("mysql: %w: nil *sql.DB", idem.ErrInvalidConfig)
+	}
+	if _, ok := db.Driver().(*mysqldriver.MySQLDriver); !ok {
+		return nil, fmt.Errorf("mysql: %w: *sql.DB uses driver %T, not github.com/go-sql-driver/mysql", idem.ErrInvalidConfig, db.Driver())
+	}
+	switch opts.Isolation {
+	case sql.LevelDefault, sql.LevelReadCommitted, sql.LevelRepeatableRead, sql.LevelSerializable:
+	default:
+		return nil, fmt.Errorf("mysql: %w: isolation level %v is not supported", idem.ErrInvalidConfig, opts.Isolation)
+	}
+	srv, err := inspect(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := idem.SQL(db)
+	if err != nil {
+		return nil, err
+	}
+	return &Driver{db: db, opts: sql.TxOptions{Isolation: opts.Isolation}, pool: pool, dialect: NewDialect(srv.MaxAllowedPacket)}, nil
+}
+
+// inspect reads and checks the server's version and settings.
+func inspect(ctx context.Context, db *sql.DB) (Server, error) {
+	var s Server
+	err := db.QueryRowContext(ctx, "SELECT VERSION(), @@max_allowed_packet, @@SESSION.sql_mode").Scan(&s.Version, &s.MaxAllowedPacket, &s.SQLMode)
+	if err != nil {
+		return s, fmt.Errorf("mysql: inspect server: %w", err)
+	}
+	s.MariaDB = strings.Contains(strings.ToLower(s.Version), "mariadb")
+	major, minor, patch := parseVersion(s.Version)
+	min := [3]int{8, 0, 1}
+	if s.MariaDB {
+		min = [3]int{10, 6, 0}
+	}
+	if !versionAtLeast([3]int{major, minor, patch}, min) {
+		return s, fmt.Errorf("mysql: %w: server %s is older than %d.%d.%d", idem.ErrInvalidConfig, s.Version, min[0], min[1], min[2])
+	}
+	if !strings.Contains(s.SQLMode, "STRICT_TRANS_TABLES") && !strings.Contains(s.SQLMode, "STRICT_ALL_TABLES") {
+		return s, fmt.Errorf("mysql: %w: sql_mode %q is not strict; idem needs STRICT_TRANS_TABLES or STRICT_ALL_TABLES so no value is silently truncated", idem.ErrInvalidConfig, s.SQLMode)
+	}
+	return s, nil
+}
+
+func parseVersion(v string) (major, minor, patch int) {
+	v, _, _ = strings.Cut(v, "-")
+	parts := strings.SplitN(v, ".", 3)
+	nums := make([]int, 3)
+	for i := 0; i < len(parts) && i < 3; i++ {
+		nums[i], _ = strconv.Atoi(parts[i])
+	}
+	return nums[0], nums[1], nums[2]
+}
+
+func versionAtLeast(v, min [3]int) bool {
+	for i := range v {
+		if v[i] != min[i] {
+			return v[i] > min[i]
+		}
+	}
+	return true
+}
+
+// Dialect returns the MySQL dialect.
+func (d *Driver) Dialect() dialect.Dialect { return d.dialect }
+
+// Pool runs statements on the *sql.DB.
+func (d *Driver) Pool() dialect.Queryer { return d.pool }
+
+// Wrap adapts a *sql.Tx the caller began on this database.
+func (d *Driver) Wrap(tx *sql.Tx) (dialect.Queryer, error) {
+	if tx == nil {
+		return nil, fmt.Errorf("%w: nil *sql.Tx", dialect.ErrBadTx)
+	}
+	return idem.SQL(tx)
+}
+
+// Begin starts a transaction at the configured isolation level; purge
+// batches run at READ COMMITTED, where InnoDB takes no gap locks.
+func (d *Driver) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.Txn[*sql.Tx], error) {
+	txOpts := d.opts
+	if opts.Purge {
+		txOpts.Isolation = sql.LevelReadCommitted
+	}
+	tx, err := d.db.BeginTx(ctx, &txOpts)
+	if err != nil {
+		return nil, err
+	}
+	return sqlTxn{idem.NewSQLTxn(tx, nil)}, nil
+}
+
+// sqlTxn reports a COMMIT lost with its connection as ErrCommitUnknown.
+type sqlTxn struct{ *idem.SQLTxn }
+
+func (t sqlTxn) Commit(ctx context.Context) error { return commitError(t.SQLTxn.Commit(ctx)) }
+
+// lockWaitSeconds renders the wait bound for innodb_lock_wait_timeout,
+// which counts whole seconds: rounded up, at least one.
+func lockWaitSeconds(d time.Duration) int64 {
+	return max(int64((d+time.Second-1)/time.Second), 1)
+}

@@ -1,0 +1,79 @@
+package mysql
+
+import "github.com/idemkit/idem/dialect"
+
+// now is the store's clock (a Unix-microsecond parameter) or, when that is
+// NULL, the database's. UTC_TIMESTAMP(6) is fixed for one statement.
+const now = `COALESCE(CAST('1970-01-01 00:00:00' AS DATETIME(6)) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6))`
+
+// micros selects a DATETIME(6) column as Unix microseconds.
+func micros(col string) string {
+	return `TIMESTAMPDIFF(MICROSECOND, CAST('1970-01-01 00:00:00' AS DATETIME(6)), ` + col + `)`
+}
+
+// expiredAt is the purge condition, with the now parameter.
+const expiredAt = `expires_at <= ` + now
+
+// setLockWait saves the session's lock wait timeout and sets the claim's.
+const setLockWait = `SET @idem_saved_lock_wait = @@SESSION.innodb_lock_wait_timeout, SESSION innodb_lock_wait_timeout = ?`
+
+// restoreLockWait puts the session's lock wait timeout back.
+const restoreLockWait = `SET SESSION innodb_lock_wait_timeout = @idem_saved_lock_wait`
+
+// statements is the SQL for one table.
+type statements struct {
+	quoted                         string
+	createTable                    string
+	insert, takeover, complete     string
+	read, lockingRead, purgeSelect string
+}
+
+func (d *Dialect) statements(t dialect.Table) *statements {
+	if s, ok := d.stmts.Load(t.Name()); ok {
+		return s.(*statements)
+	}
+	s, _ := d.stmts.LoadOrStore(t.Name(), newStatements(t))
+	return s.(*statements)
+}
+
+func newStatements(t dialect.Table) *statements {
+	n := "`" + t.Name() + "`"
+	// Arguments: now, scope, key.
+	read := `SELECT scope, idem_key, fingerprint, status, header, body, ` + micros("created_at") + `, ` + micros("expires_at") + `,
+	expires_at <= ` + now + `
+FROM ` + n + ` WHERE scope = ? AND idem_key = ?`
+	return &statements{
+		quoted: n,
+		createTable: `CREATE TABLE IF NOT EXISTS ` + n + ` (
+	scope       VARBINARY(255) NOT NULL,
+	idem_key    VARBINARY(255) NOT NULL,
+	fingerprint BINARY(32)     NOT NULL,
+	status      SMALLINT       NULL,      -- NULL while in flight
+	header      MEDIUMBLOB     NULL,
+	body        LONGBLOB       NULL,
+	created_at  DATETIME(6)    NOT NULL,  -- UTC
+	expires_at  DATETIME(6)    NOT NULL,  -- UTC
+	PRIMARY KEY (scope, idem_key),
+	KEY ` + "`" + t.Index("expires") + "`" + ` (expires_at)
+) ENGINE=InnoDB`,
+
+		// Arguments: scope, key, fingerprint, now, now, retention (µs).
+		insert: `INSERT INTO ` + n + ` (scope, idem_key, fingerprint, created_at, expires_at)
+VALUES (?, ?, ?, ` + now + `, ` + now + ` + INTERVAL ? MICROSECOND)`,
+
+		// Arguments: fingerprint, now, now, retention, scope, key, now.
+		takeover: `UPDATE ` + n + ` SET fingerprint = ?, status = NULL, header = NULL, body = NULL,
+	created_at = ` + now + `, expires_at = ` + now + ` + INTERVAL ? MICROSECOND
+WHERE scope = ? AND idem_key = ? AND expires_at <= ` + now,
+
+		complete: `UPDATE ` + n + ` SET status = ?, header = ?, body = ?
+WHERE scope = ? AND idem_key = ? AND fingerprint = ? AND status IS NULL`,
+
+		read:        read,
+		lockingRead: read + ` LOCK IN SHARE MODE`,
+
+		// Arguments: now, limit.
+		purgeSelect: `SELECT scope, idem_key FROM ` + n + ` WHERE ` + expiredAt + `
+ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED`,
+	}
+}
