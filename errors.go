@@ -73,10 +73,13 @@ var (
 // error. Err is the last attempt's error. At most one attempt's effect can
 // have committed (none, unless a commit's outcome was unknown).
 type RetryError struct {
+	// Attempts is how many transactions Do ran.
 	Attempts int
-	Err      error
+	// Err is the last attempt's error.
+	Err error
 }
 
+// Error describes the exhaustion and the last error.
 func (e *RetryError) Error() string {
 	return fmt.Sprintf("idem: gave up after %d attempts: %v", e.Attempts, e.Err)
 }

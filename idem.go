@@ -156,6 +156,7 @@ const (
 	InFlight
 )
 
+// String returns "won", "replay", "mismatch" or "in-flight".
 func (o Outcome) String() string {
 	switch o {
 	case Won:
@@ -172,19 +173,22 @@ func (o Outcome) String() string {
 
 // Record is a stored idempotency record.
 type Record struct {
-	Scope       string
-	Key         string
+	// Scope and Key identify the record.
+	Scope, Key string
+	// Fingerprint is the hash of the request that claimed the key.
 	Fingerprint Fingerprint
 	// Completed is true once the winner stored its response.
 	Completed bool
 	// Response is the stored response when Completed.
-	Response  Response
-	CreatedAt time.Time
-	ExpiresAt time.Time
+	Response Response
+	// CreatedAt is when the key was claimed; ExpiresAt is CreatedAt plus
+	// the retention, after which the key can be claimed afresh.
+	CreatedAt, ExpiresAt time.Time
 }
 
 // Result is what a claim found, or what Do did.
 type Result struct {
+	// Outcome says who owns the key and what the caller should answer.
 	Outcome Outcome
 	// Response is the stored response on Replay; from Do on Won, the
 	// function's response.
@@ -367,7 +371,9 @@ func (s *Store[TTx]) Lookup(ctx context.Context, scope, key string) (Record, err
 
 // PurgeResult reports what Purge deleted.
 type PurgeResult struct {
+	// Deleted is the number of expired records removed.
 	Deleted int64
+	// Batches is the number of purge transactions run.
 	Batches int
 }
 

@@ -15,9 +15,13 @@ const MaxHeaderBytes = 64 << 10
 // status, the header values (in order for each name) and the body, byte for
 // byte.
 type Response struct {
+	// Status is the HTTP status code, 100 to 599.
 	Status int
+	// Header holds the response headers; the values of each name keep
+	// their order.
 	Header http.Header
-	Body   []byte
+	// Body is the response body, replayed byte for byte.
+	Body []byte
 }
 
 // validate checks the status code.

@@ -19,7 +19,9 @@ type Tx = dialect.Queryer
 // SQLQueryer is what database/sql's *sql.Tx, *sql.Conn and *sql.DB have in
 // common.
 type SQLQueryer interface {
+	// ExecContext runs a statement without rows.
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	// QueryContext runs a query.
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 

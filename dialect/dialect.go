@@ -18,9 +18,13 @@ type Queryer interface {
 
 // Rows is the cursor Query returns, the common part of *sql.Rows and pgx.Rows.
 type Rows interface {
+	// Next advances to the next row, reporting false at the end or on error.
 	Next() bool
+	// Scan copies the current row's columns into dest.
 	Scan(dest ...any) error
+	// Err returns the error that ended the iteration, if any.
 	Err() error
+	// Close releases the cursor; it is safe to call more than once.
 	Close() error
 }
 
@@ -145,8 +149,9 @@ const (
 
 // ClaimArgs are the values of one claim.
 type ClaimArgs struct {
-	Scope       string
-	Key         string
+	// Scope and Key identify the record (validated by the core).
+	Scope, Key string
+	// Fingerprint is the request's 32-byte SHA-256.
 	Fingerprint []byte
 	// Now is the store's clock; the zero time means the database's clock.
 	Now time.Time
@@ -168,19 +173,21 @@ type ClaimResult struct {
 
 // CompleteArgs are the values the winner stores.
 type CompleteArgs struct {
-	Scope       string
-	Key         string
+	// Scope, Key and Fingerprint name the claimed record.
+	Scope, Key  string
 	Fingerprint []byte
-	Status      int
+	// Status is the response's HTTP status code.
+	Status int
 	// Header is the encoded response header (idem's record encoding).
 	Header []byte
-	Body   []byte
+	// Body is the response body, never nil.
+	Body []byte
 }
 
 // LookupArgs name one record.
 type LookupArgs struct {
-	Scope string
-	Key   string
+	// Scope and Key identify the record.
+	Scope, Key string
 	// Now is the store's clock; the zero time means the database's clock.
 	Now time.Time
 }
@@ -195,13 +202,18 @@ type PurgeArgs struct {
 
 // Record is one stored row.
 type Record struct {
-	Scope       string
-	Key         string
+	// Scope and Key identify the record.
+	Scope, Key string
+	// Fingerprint is the stored request hash.
 	Fingerprint []byte
-	State       State
-	Status      int
-	Header      []byte
-	Body        []byte
-	CreatedAt   time.Time
-	ExpiresAt   time.Time
+	// State says whether the response is stored.
+	State State
+	// Status, Header and Body are the stored response when State is
+	// Completed.
+	Status int
+	Header []byte
+	Body   []byte
+	// CreatedAt is the claim time; ExpiresAt is CreatedAt plus the
+	// retention. Both are UTC.
+	CreatedAt, ExpiresAt time.Time
 }

@@ -74,12 +74,12 @@ type Driver struct {
 
 var _ dialect.Driver[*sql.Tx] = (*Driver)(nil)
 
-// Server describes what New read from the server.
-type Server struct {
-	Version          string
-	MariaDB          bool
-	MaxAllowedPacket int64
-	SQLMode          string
+// server describes what New read from the server.
+type server struct {
+	version          string
+	mariaDB          bool
+	maxAllowedPacket int64
+	sqlMode          string
 }
 
 // New returns a driver on db after checking the server: its version, its
@@ -105,27 +105,27 @@ func New(ctx context.Context, db *sql.DB, opts Options) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Driver{db: db, opts: sql.TxOptions{Isolation: opts.Isolation}, pool: pool, dialect: NewDialect(srv.MaxAllowedPacket)}, nil
+	return &Driver{db: db, opts: sql.TxOptions{Isolation: opts.Isolation}, pool: pool, dialect: NewDialect(srv.maxAllowedPacket)}, nil
 }
 
 // inspect reads and checks the server's version and settings.
-func inspect(ctx context.Context, db *sql.DB) (Server, error) {
-	var s Server
-	err := db.QueryRowContext(ctx, "SELECT VERSION(), @@max_allowed_packet, @@SESSION.sql_mode").Scan(&s.Version, &s.MaxAllowedPacket, &s.SQLMode)
+func inspect(ctx context.Context, db *sql.DB) (server, error) {
+	var s server
+	err := db.QueryRowContext(ctx, "SELECT VERSION(), @@max_allowed_packet, @@SESSION.sql_mode").Scan(&s.version, &s.maxAllowedPacket, &s.sqlMode)
 	if err != nil {
 		return s, fmt.Errorf("mysql: inspect server: %w", err)
 	}
-	s.MariaDB = strings.Contains(strings.ToLower(s.Version), "mariadb")
-	major, minor, patch := parseVersion(s.Version)
+	s.mariaDB = strings.Contains(strings.ToLower(s.version), "mariadb")
+	major, minor, patch := parseVersion(s.version)
 	min := [3]int{8, 0, 1}
-	if s.MariaDB {
+	if s.mariaDB {
 		min = [3]int{10, 6, 0}
 	}
 	if !versionAtLeast([3]int{major, minor, patch}, min) {
-		return s, fmt.Errorf("mysql: %w: server %s is older than %d.%d.%d", idem.ErrInvalidConfig, s.Version, min[0], min[1], min[2])
+		return s, fmt.Errorf("mysql: %w: server %s is older than %d.%d.%d", idem.ErrInvalidConfig, s.version, min[0], min[1], min[2])
 	}
-	if !strings.Contains(s.SQLMode, "STRICT_TRANS_TABLES") && !strings.Contains(s.SQLMode, "STRICT_ALL_TABLES") {
-		return s, fmt.Errorf("mysql: %w: sql_mode %q is not strict; idem needs STRICT_TRANS_TABLES or STRICT_ALL_TABLES so no value is silently truncated", idem.ErrInvalidConfig, s.SQLMode)
+	if !strings.Contains(s.sqlMode, "STRICT_TRANS_TABLES") && !strings.Contains(s.sqlMode, "STRICT_ALL_TABLES") {
+		return s, fmt.Errorf("mysql: %w: sql_mode %q is not strict; idem needs STRICT_TRANS_TABLES or STRICT_ALL_TABLES so no value is silently truncated", idem.ErrInvalidConfig, s.sqlMode)
 	}
 	return s, nil
 }

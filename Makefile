@@ -1,0 +1,19 @@
+# Targets a newcomer needs. The test command is scripts/test (the README's).
+.PHONY: test lint bench run fuzz
+
+test: ## all tests with -race; builds stand-in database images if no registry
+	./scripts/test
+
+lint: ## gofmt and go vet
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
+	go vet ./...
+
+bench: ## core micro-benchmarks, then the per-backend comparison
+	go test -run '^$$' -bench . -benchmem .
+	go run ./cmd/idem-bench
+
+run: ## the orders example on embedded SQLite, on 127.0.0.1:8080
+	go run ./examples/orders
+
+fuzz: ## each fuzz target for 30 s
+	for t in $$(go test -list '^Fuzz' ./idemhttp/ | grep '^Fuzz'); do go test -run '^$$' -fuzz "^$$t$$" -fuzztime 30s ./idemhttp/; done

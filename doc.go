@@ -1,0 +1,57 @@
+// Package idem makes retried writes safe. A client sends an idempotency key
+// with a write; idem stores the key, a fingerprint of the request and the
+// response in the same SQL database and the same transaction as the write
+// itself, so a retry replays the first outcome byte for byte instead of doing
+// the work twice.
+//
+// # The lifecycle
+//
+// A Request is identified by a scope (who is asking and where: a tenant or
+// principal plus the route) and a key the client made once for one intention.
+// Its Fingerprint hashes what it asks for.
+//
+//   - Claim runs inside the caller's transaction as one insert that tells the
+//     winner from the loser. The winner does its work in the same
+//     transaction, then Complete stores the response in a separate statement,
+//     then the caller commits: the work and its record commit together, or
+//     neither does.
+//   - A loser learns what the key holds: Replay (the stored response, byte
+//     for byte), Mismatch (the same key with another fingerprint: answer 422,
+//     do nothing) or InFlight (another transaction holds the key past the
+//     wait bound: answer 409 and let the client retry).
+//   - Store.Do owns the transaction and runs the whole lifecycle around a
+//     function, retrying serialization failures and deadlocks.
+//
+// # Retention
+//
+// Every record expires Config.Retention after its claim (24 hours by
+// default). A client retrying after the window has passed gets the work done
+// a second time: the window is part of your API's contract, so document it
+// to your clients. An expired key is taken over atomically by the next claim
+// (one winner; the old response is cleared). Expiry is decided by one clock
+// per store: the database's by default, so application servers with skewed
+// clocks agree; Config.Clock overrides it. Store.Purge deletes expired
+// records in bounded batches that never wait on claims; run it periodically.
+//
+// # Backends
+//
+// A backend is chosen by import and passed to New; nothing registers itself:
+//
+//	db, _ := sqlite.Open("orders.db")          // github.com/idemkit/idem/sqlite
+//	driver, _ := sqlite.New(db)
+//	store, _ := idem.New(driver, idem.Config{})
+//
+// Packages sqlite, postgres (pgx native and database/sql) and mysql (MySQL
+// 8 and MariaDB) implement the dialect contract in package dialect for their
+// database's conflict and visibility rules; package conformance is the suite
+// every backend, including yours, runs to prove it.
+//
+// # Errors
+//
+// Every error can be tested with errors.Is: bad input (ErrInvalidKey,
+// ErrInvalidScope, ErrResponseTooLarge, ErrInvalidConfig, ErrBadTx), misuse
+// (ErrNotWon, ErrAlreadyCompleted), and the database meanings each dialect
+// maps its typed driver errors to (ErrSerialization, ErrDeadlock,
+// ErrLockTimeout, ErrCommitUnknown, ...). Errors from the caller's function
+// are returned unchanged.
+package idem
