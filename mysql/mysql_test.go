@@ -15,6 +15,7 @@ import (
 	"github.com/idemkit/idem/conformance"
 	"github.com/idemkit/idem/conformance/containers"
 	"github.com/idemkit/idem/dialect"
+	"github.com/idemkit/idem/idemhttp/idemhttptest"
 	"github.com/idemkit/idem/mysql"
 )
 
@@ -74,6 +75,16 @@ func TestConformance(t *testing.T) {
 			})
 		})
 	}
+}
+
+// The HTTP middleware's suite on MySQL.
+func TestHTTP(t *testing.T) {
+	idemhttptest.Run(t, conformance.Backend[*sql.Tx]{
+		Name: "mysql",
+		Open: func(t *testing.T) dialect.Driver[*sql.Tx] {
+			return newDriver(t, "", mysql.Options{})
+		},
+	})
 }
 
 func TestNewRefusesNonStrictSQLMode(t *testing.T) {

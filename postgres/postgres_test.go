@@ -14,6 +14,7 @@ import (
 	"github.com/idemkit/idem/conformance"
 	"github.com/idemkit/idem/conformance/containers"
 	"github.com/idemkit/idem/dialect"
+	"github.com/idemkit/idem/idemhttp/idemhttptest"
 	"github.com/idemkit/idem/postgres"
 )
 
@@ -96,4 +97,35 @@ func TestConformanceDatabaseSQL(t *testing.T) {
 			})
 		})
 	}
+}
+
+// The HTTP middleware's suite, through pgx (whose handlers get a pgx.Tx) and
+// through database/sql.
+func TestHTTP(t *testing.T) {
+	t.Run("pgx", func(t *testing.T) {
+		idemhttptest.Run(t, conformance.Backend[pgx.Tx]{
+			Name: "postgres/pgx",
+			Open: func(t *testing.T) dialect.Driver[pgx.Tx] {
+				pool, _ := connect(t)
+				d, err := postgres.New(pool, postgres.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return d
+			},
+		})
+	})
+	t.Run("database-sql", func(t *testing.T) {
+		idemhttptest.Run(t, conformance.Backend[*sql.Tx]{
+			Name: "postgres/database-sql",
+			Open: func(t *testing.T) dialect.Driver[*sql.Tx] {
+				_, db := connect(t)
+				d, err := postgres.NewSQL(db, postgres.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return d
+			},
+		})
+	})
 }

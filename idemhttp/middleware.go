@@ -1,0 +1,314 @@
+package idemhttp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+// Header names of the protocol.
+const (
+	// HeaderKey carries the client's idempotency key.
+	HeaderKey = "Idempotency-Key"
+	// HeaderReplayed is "true" on a response replayed from the store.
+	HeaderReplayed = "Idempotent-Replayed"
+	// HeaderRetention advertises the retention window in whole seconds on
+	// every response to a protected request.
+	HeaderRetention = "Idempotency-Retention"
+)
+
+// Defaults for Config's zero fields.
+const (
+	// DefaultMaxRequestBody is the largest request body read (1 MiB).
+	DefaultMaxRequestBody = 1 << 20
+	// DefaultRetryAfter is the Retry-After sent with 409 and 503.
+	DefaultRetryAfter = time.Second
+)
+
+// Config tunes a Middleware. Principal is required; every other zero field
+// means its default.
+type Config struct {
+	// Principal returns who is asking: the authenticated user, client or
+	// tenant. It is part of every key's scope, so one client's key can never
+	// replay another's response. Authenticate before the middleware runs;
+	// return a constant only for a service with a single client.
+	Principal func(r *http.Request) string
+
+	// Methods are the methods that require a key. Requests with other
+	// methods pass through untouched, without a transaction. Default: POST
+	// and PATCH.
+	Methods []string
+
+	// Route names the endpoint in the scope and the default fingerprint.
+	// Default: DefaultRoute (the ServeMux pattern, else the URL path).
+	Route func(r *http.Request) string
+
+	// Fingerprint hashes what the request asks for; the same key with
+	// another fingerprint gets 422. It gets the request, its route and the
+	// whole body (r.Body must not be read). Build custom ones with
+	// idem.Hasher, for example to hash selected JSON fields. Default:
+	// DefaultFingerprint.
+	Fingerprint func(r *http.Request, route string, body []byte) idem.Fingerprint
+
+	// MaxRequestBody is the largest request body accepted; a larger one gets
+	// 413 before anything is claimed. Default: DefaultMaxRequestBody.
+	MaxRequestBody int64
+
+	// StoreHeader reports whether a response header (by its canonical name)
+	// is stored and replayed. Hop-by-hop headers, trailers, Content-Length
+	// and this package's headers are never stored, whatever it says.
+	// Default: DefaultStoreHeader (everything but Date and Set-Cookie).
+	StoreHeader func(name string) bool
+
+	// RetryAfter is sent in Retry-After (rounded up to whole seconds) with
+	// 409 and 503. Default: DefaultRetryAfter.
+	RetryAfter time.Duration
+
+	// Logger receives the errors behind 5xx answers. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// Middleware runs handlers inside idempotent transactions of one Store. It is
+// safe for concurrent use; one Middleware may wrap many handlers.
+type Middleware[TTx any] struct {
+	store      *idem.Store[TTx]
+	cfg        Config
+	methods    map[string]bool
+	retention  string
+	retryAfter string
+	maxBody    int
+}
+
+// New returns a Middleware on store. It fails for a nil store, a missing
+// Principal, a method that is not an HTTP token, or a negative limit.
+func New[TTx any](store *idem.Store[TTx], cfg Config) (*Middleware[TTx], error) {
+	if store == nil {
+		return nil, errors.New("idemhttp: nil store")
+	}
+	if cfg.Principal == nil {
+		return nil, errors.New("idemhttp: Config.Principal is required: keys must be scoped to who sends them")
+	}
+	if cfg.Methods == nil {
+		cfg.Methods = []string{http.MethodPost, http.MethodPatch}
+	}
+	methods := make(map[string]bool, len(cfg.Methods))
+	for _, m := range cfg.Methods {
+		if !isToken(m) {
+			return nil, fmt.Errorf("idemhttp: method %q is not an HTTP token", m)
+		}
+		methods[m] = true
+	}
+	if cfg.Route == nil {
+		cfg.Route = DefaultRoute
+	}
+	if cfg.Fingerprint == nil {
+		cfg.Fingerprint = DefaultFingerprint
+	}
+	switch {
+	case cfg.MaxRequestBody < 0:
+		return nil, fmt.Errorf("idemhttp: MaxRequestBody %d is negative", cfg.MaxRequestBody)
+	case cfg.MaxRequestBody == 0:
+		cfg.MaxRequestBody = DefaultMaxRequestBody
+	}
+	if cfg.StoreHeader == nil {
+		cfg.StoreHeader = DefaultStoreHeader
+	}
+	switch {
+	case cfg.RetryAfter < 0:
+		return nil, fmt.Errorf("idemhttp: RetryAfter %v is negative", cfg.RetryAfter)
+	case cfg.RetryAfter == 0:
+		cfg.RetryAfter = DefaultRetryAfter
+	}
+	sc := store.Config()
+	return &Middleware[TTx]{
+		store:      store,
+		cfg:        cfg,
+		methods:    methods,
+		retention:  strconv.FormatInt(int64(sc.Retention/time.Second), 10),
+		retryAfter: strconv.FormatInt(int64((cfg.RetryAfter+time.Second-1)/time.Second), 10),
+		maxBody:    sc.MaxBody,
+	}, nil
+}
+
+// Wrap returns next protected by the middleware: requests with a configured
+// method need a key and run next inside the store's transaction; others go
+// straight to next. Wrap the handlers you register on a ServeMux, not the
+// ServeMux itself, so that DefaultRoute sees the pattern that matched.
+func (m *Middleware[TTx]) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !m.methods[r.Method] {
+			next.ServeHTTP(w, r)
+			return
+		}
+		m.serve(w, r, next)
+	})
+}
+
+// serve runs one protected request.
+func (m *Middleware[TTx]) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	w.Header().Set(HeaderRetention, m.retention)
+	key, err := keyFrom(r.Header)
+	switch {
+	case errors.Is(err, errNoKey):
+		writeProblem(w, http.StatusBadRequest, "key-missing",
+			"This request needs an Idempotency-Key header: make one key for this operation and send it again on every retry of it.")
+		return
+	case err != nil:
+		reason := strings.TrimPrefix(err.Error(), idem.ErrInvalidKey.Error()+": ")
+		writeProblem(w, http.StatusBadRequest, "key-invalid",
+			fmt.Sprintf("The Idempotency-Key header is not usable (%s). A key is 1 to %d bytes of printable ASCII, sent once.", reason, idem.MaxKeyBytes))
+		return
+	}
+	body, err := readBody(w, r, m.cfg.MaxRequestBody)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeProblem(w, http.StatusRequestEntityTooLarge, "body-too-large",
+				fmt.Sprintf("The request body is larger than %d bytes. Nothing was done.", m.cfg.MaxRequestBody))
+			return
+		}
+		writeProblem(w, http.StatusBadRequest, "body-unreadable", "The request body could not be read. Nothing was done.")
+		return
+	}
+
+	route := m.cfg.Route(r)
+	req := idem.Request{
+		Scope:       scopeOf(m.cfg.Principal(r), r.Method, route),
+		Key:         key,
+		Fingerprint: m.cfg.Fingerprint(r, route, body),
+	}
+	var last *recorder // the answer of the handler's last run
+	res, err := m.store.Do(r.Context(), req, func(ctx context.Context, tx TTx) (idem.Response, error) {
+		run := &handlerRun{tx: tx}
+		last = newRecorder(m.maxBody)
+		hr := r.WithContext(context.WithValue(ctx, runKey{}, run))
+		hr.Body = io.NopCloser(bytes.NewReader(body))
+		hr.ContentLength = int64(len(body))
+		hr.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		next.ServeHTTP(last, hr)
+		if err := run.failure(); err != nil {
+			return idem.Response{}, &handlerError{err: err}
+		}
+		resp, err := last.finish()
+		if err != nil {
+			return idem.Response{}, err
+		}
+		resp.Header = m.storedHeader(resp.Header)
+		return resp, nil
+	})
+	if err != nil {
+		m.failed(w, r, req, err)
+		return
+	}
+	switch res.Outcome {
+	case idem.Won:
+		// The handler's full answer: the stored subset plus what is never
+		// stored (Set-Cookie, for instance). A 5xx was rolled back.
+		writeResponse(w, last.status, last.sent, last.body.Bytes())
+	case idem.Replay:
+		w.Header().Set(HeaderReplayed, "true")
+		writeResponse(w, res.Response.Status, res.Response.Header, res.Response.Body)
+	case idem.Mismatch:
+		writeProblem(w, http.StatusUnprocessableEntity, "key-mismatch",
+			"This Idempotency-Key was already used with a different request (method, route, query or body). Use a new key for a new operation.")
+	case idem.InFlight:
+		w.Header().Set("Retry-After", m.retryAfter)
+		detail := "A request with this Idempotency-Key is still in progress. Retry later with the same key."
+		if res.Record.Key == "" {
+			detail = "The request could not claim its Idempotency-Key in time: another request holds it, or the database is busy. Retry later with the same key."
+		}
+		writeProblem(w, http.StatusConflict, "in-flight", detail)
+	default:
+		m.failed(w, r, req, fmt.Errorf("idemhttp: unexpected outcome %v", res.Outcome))
+	}
+}
+
+// failed answers an error from Do: nothing was stored, or (ErrCommitUnknown)
+// it is not known whether it was.
+func (m *Middleware[TTx]) failed(w http.ResponseWriter, r *http.Request, req idem.Request, err error) {
+	logger := m.cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	log := func(msg string) {
+		logger.LogAttrs(r.Context(), slog.LevelError, "idemhttp: "+msg,
+			slog.String("scope", req.Scope), slog.String("key", req.Key), slog.Any("error", err))
+	}
+	var herr *handlerError
+	switch {
+	case errors.Is(err, idem.ErrResponseTooLarge):
+		log("response too large to store; rolled back")
+		writeProblem(w, http.StatusInternalServerError, "response-too-large",
+			"The response was too large to store for replay, so the operation was rolled back. Retrying will not help.")
+	case errors.Is(err, idem.ErrInvalidResponse):
+		log("handler wrote an invalid status; rolled back")
+		writeProblem(w, http.StatusInternalServerError, "handler-failed", "The operation failed and was rolled back.")
+	case errors.Is(err, idem.ErrCommitUnknown):
+		log("commit outcome unknown")
+		w.Header().Set("Retry-After", m.retryAfter)
+		writeProblem(w, http.StatusServiceUnavailable, "commit-unknown",
+			"The database connection was lost while committing, so it is not known whether the operation took effect. Retry with the same Idempotency-Key: you will get its result, or it will be done once.")
+	case errors.Is(err, idem.ErrRetriesExhausted):
+		log("transaction kept failing with retryable errors")
+		w.Header().Set("Retry-After", m.retryAfter)
+		writeProblem(w, http.StatusServiceUnavailable, "store-unavailable",
+			"The operation conflicted with concurrent ones and was rolled back. Retry with the same Idempotency-Key.")
+	case errors.As(err, &herr):
+		log("handler failed; rolled back")
+		writeProblem(w, http.StatusInternalServerError, "handler-failed", "The operation failed and was rolled back. Nothing was stored.")
+	default:
+		if r.Context().Err() == nil {
+			log("store failed; nothing stored")
+		}
+		w.Header().Set("Retry-After", m.retryAfter)
+		writeProblem(w, http.StatusServiceUnavailable, "store-unavailable",
+			"The operation could not be recorded and was rolled back. Retry with the same Idempotency-Key.")
+	}
+}
+
+// readBody reads the whole body, at most limit bytes.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return []byte{}, nil
+	}
+	if r.ContentLength > limit {
+		return nil, &http.MaxBytesError{Limit: limit}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		return nil, fmt.Errorf("idemhttp: read request body: %w", err)
+	}
+	return body, nil
+}
+
+// handlerError is an error the handler reported with Fail.
+type handlerError struct{ err error }
+
+func (e *handlerError) Error() string { return "idemhttp: handler failed: " + e.err.Error() }
+func (e *handlerError) Unwrap() error { return e.err }
+
+// isToken reports whether s is an RFC 9110 token, as a method must be.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case bytes.IndexByte([]byte("!#$%&'*+-.^_`|~"), c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,157 @@
+package idemhttp_test
+
+import (
+	"database/sql"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/conformance"
+	"github.com/idemkit/idem/dialect"
+	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem/idemhttp/idemhttptest"
+	"github.com/idemkit/idem/sqlite"
+)
+
+// openSQLite returns a driver on a fresh database file for one test.
+func openSQLite(t *testing.T) dialect.Driver[*sql.Tx] {
+	t.Helper()
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "idem.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	d, err := sqlite.New(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestMiddleware runs the backend-independent HTTP suite on SQLite. The
+// PostgreSQL and MySQL packages call idemhttptest.Run the same way.
+func TestMiddleware(t *testing.T) {
+	idemhttptest.Run(t, conformance.Backend[*sql.Tx]{Name: "sqlite/file", Open: openSQLite})
+}
+
+func newStore(t *testing.T) *idem.Store[*sql.Tx] {
+	t.Helper()
+	store, err := idem.New(openSQLite(t), idem.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return store
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	store := newStore(t)
+	principal := func(*http.Request) string { return "p" }
+	for _, tc := range []struct {
+		name string
+		cfg  idemhttp.Config
+		want string
+	}{
+		{"no principal", idemhttp.Config{}, "Principal"},
+		{"method with space", idemhttp.Config{Principal: principal, Methods: []string{"PO ST"}}, "token"},
+		{"empty method", idemhttp.Config{Principal: principal, Methods: []string{""}}, "token"},
+		{"negative body limit", idemhttp.Config{Principal: principal, MaxRequestBody: -1}, "MaxRequestBody"},
+		{"negative Retry-After", idemhttp.Config{Principal: principal, RetryAfter: -1}, "RetryAfter"},
+	} {
+		if _, err := idemhttp.New(store, tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: New returned %v, want an error naming %s", tc.name, err, tc.want)
+		}
+	}
+	if _, err := idemhttp.New[*sql.Tx](nil, idemhttp.Config{Principal: principal}); err == nil {
+		t.Error("New with a nil store: no error")
+	}
+}
+
+// TestConfiguredMethods protects PUT, and leaves POST alone when not listed.
+func TestConfiguredMethods(t *testing.T) {
+	store := newStore(t)
+	mw, err := idemhttp.New(store, idemhttp.Config{
+		Principal: func(*http.Request) string { return "p" },
+		Methods:   []string{http.MethodPut},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := idemhttp.Tx[*sql.Tx](r.Context()); ok {
+			w.Write([]byte("in a transaction"))
+		}
+	}))
+	for method, want := range map[string]int{http.MethodPut: http.StatusBadRequest, http.MethodPost: http.StatusOK} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(method, "/x", nil))
+		if rec.Code != want {
+			t.Errorf("%s without a key: %d, want %d", method, rec.Code, want)
+		}
+	}
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodPut, "/x", nil)
+	req.Header.Set(idemhttp.HeaderKey, "k")
+	h.ServeHTTP(rec, req)
+	if rec.Body.String() != "in a transaction" {
+		t.Errorf("PUT with a key: %d %q, want the handler inside a transaction", rec.Code, rec.Body)
+	}
+}
+
+// TestTxType: Tx reports false for another transaction type.
+func TestTxType(t *testing.T) {
+	store := newStore(t)
+	mw, err := idemhttp.New(store, idemhttp.Config{Principal: func(*http.Request) string { return "p" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sqlOK, connOK bool
+	h := mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, sqlOK = idemhttp.Tx[*sql.Tx](r.Context())
+		_, connOK = idemhttp.Tx[*sql.Conn](r.Context())
+	}))
+	req := httptest.NewRequest(http.MethodPost, "/x", strings.NewReader("b"))
+	req.Header.Set(idemhttp.HeaderKey, "k")
+	h.ServeHTTP(httptest.NewRecorder(), req)
+	if !sqlOK || connOK {
+		t.Errorf("Tx[*sql.Tx] ok=%v, Tx[*sql.Conn] ok=%v; want true, false", sqlOK, connOK)
+	}
+	if _, ok := idemhttp.Tx[*sql.Tx](t.Context()); ok {
+		t.Error("Tx outside the middleware reported true")
+	}
+}
+
+// TestFailOutsideMiddleware writes a 500 problem.
+func TestFailOutsideMiddleware(t *testing.T) {
+	rec := httptest.NewRecorder()
+	idemhttp.Fail(rec, httptest.NewRequest(http.MethodPost, "/x", nil), sql.ErrConnDone)
+	if rec.Code != http.StatusInternalServerError || rec.Header().Get("Content-Type") != "application/problem+json" {
+		t.Errorf("Fail outside the middleware: %d %v, want a 500 problem", rec.Code, rec.Header())
+	}
+}
+
+func TestDefaultStoreHeader(t *testing.T) {
+	for name, want := range map[string]bool{"Date": false, "Set-Cookie": false, "Location": true, "Content-Type": true, "Etag": true} {
+		if got := idemhttp.DefaultStoreHeader(name); got != want {
+			t.Errorf("DefaultStoreHeader(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+func TestDefaultRoute(t *testing.T) {
+	mux := http.NewServeMux()
+	var got string
+	mux.HandleFunc("POST /orders/{id}", func(w http.ResponseWriter, r *http.Request) { got = idemhttp.DefaultRoute(r) })
+	mux.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/orders/7", nil))
+	if got != "POST /orders/{id}" {
+		t.Errorf("route under a ServeMux = %q, want the pattern", got)
+	}
+	if got := idemhttp.DefaultRoute(httptest.NewRequest(http.MethodPost, "/orders/7?x=1", nil)); got != "/orders/7" {
+		t.Errorf("route without a pattern = %q, want the path", got)
+	}
+}

@@ -1,0 +1,86 @@
+package idemhttp
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+
+	"github.com/idemkit/idem"
+)
+
+// recorder buffers a handler's answer until the transaction has committed.
+// It follows net/http's rules: headers changed after WriteHeader do not
+// count, a Write without WriteHeader means 200, and an unset Content-Type is
+// sniffed from the body. It implements nothing but http.ResponseWriter, so
+// http.ResponseController reports Flush, Hijack and deadlines as
+// unsupported.
+type recorder struct {
+	header http.Header // what the handler edits
+	sent   http.Header // the header as of WriteHeader
+	status int
+	body   bytes.Buffer
+	limit  int  // the largest body the store keeps
+	over   bool // the handler wrote more than limit
+}
+
+func newRecorder(limit int) *recorder {
+	return &recorder{header: make(http.Header), limit: limit}
+}
+
+// Header returns the header map the handler fills before WriteHeader.
+func (rec *recorder) Header() http.Header { return rec.header }
+
+// WriteHeader records the status and a snapshot of the header. Like
+// net/http it panics for a code outside 100-999; informational (1xx) codes
+// cannot be sent before the commit and are dropped.
+func (rec *recorder) WriteHeader(code int) {
+	if code < 100 || code > 999 {
+		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
+	}
+	if rec.status != 0 || code < 200 {
+		return
+	}
+	rec.status = code
+	rec.sent = rec.header.Clone()
+	if rec.sent == nil {
+		rec.sent = make(http.Header)
+	}
+}
+
+// Write buffers p. Past the store's body limit it fails with an error
+// wrapping idem.ErrResponseTooLarge, and the middleware rolls back.
+func (rec *recorder) Write(p []byte) (int, error) {
+	if rec.status == 0 {
+		rec.WriteHeader(http.StatusOK)
+	}
+	if !bodyAllowed(rec.status) {
+		return 0, http.ErrBodyNotAllowed
+	}
+	if rec.over || rec.body.Len()+len(p) > rec.limit {
+		rec.over = true
+		return 0, fmt.Errorf("%w: body over %d bytes", idem.ErrResponseTooLarge, rec.limit)
+	}
+	return rec.body.Write(p)
+}
+
+// finish completes the answer after the handler returned: the implied 200,
+// the sniffed Content-Type, and the limit check.
+func (rec *recorder) finish() (idem.Response, error) {
+	if rec.status == 0 {
+		rec.WriteHeader(http.StatusOK)
+	}
+	if rec.over {
+		return idem.Response{}, fmt.Errorf("idemhttp: handler wrote a body over %d bytes: %w", rec.limit, idem.ErrResponseTooLarge)
+	}
+	_, hasType := rec.sent["Content-Type"]
+	_, hasTE := rec.sent["Transfer-Encoding"]
+	if !hasType && !hasTE && rec.body.Len() > 0 && bodyAllowed(rec.status) {
+		rec.sent.Set("Content-Type", http.DetectContentType(rec.body.Bytes()))
+	}
+	return idem.Response{Status: rec.status, Header: rec.sent, Body: rec.body.Bytes()}, nil
+}
+
+// bodyAllowed reports whether a response with status may have a body.
+func bodyAllowed(status int) bool {
+	return status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
+}
