@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	sq "github.com/Masterminds/squirrel"
 	mysqldriver "github.com/go-sql-driver/mysql"
 
 	"github.com/idemkit/idem/dialect"
@@ -18,7 +17,11 @@ import (
 type Dialect struct {
 	// maxPacket is the server's max_allowed_packet; 0 means unknown.
 	maxPacket int64
-	stmts     sync.Map // table name -> *statements
+	// perStatementWait: the server has SET STATEMENT (MariaDB), so the
+	// claim's statements carry their lock wait timeout.
+	perStatementWait bool
+	stmts            sync.Map // table name -> *statements
+	bounds           sync.Map // boundKey -> *claimStatements
 }
 
 var _ dialect.Dialect = (*Dialect)(nil)
@@ -42,24 +45,36 @@ func (d *Dialect) Schema(t dialect.Table) []string {
 // Claim inserts the in-flight record. A duplicate key means another
 // transaction holds or held it: read it with a locking read, take it over if
 // expired, else report it.
+//
+// Every statement that may wait for a lock waits at most the wait bound. On
+// MariaDB each carries its own innodb_lock_wait_timeout (SET STATEMENT ...
+// FOR); MySQL has no such statement (and its SET_VAR hint does not apply to
+// InnoDB's variables), so there the session's value is set around the claim
+// and put back after it.
 func (d *Dialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ClaimArgs) (res dialect.ClaimResult, err error) {
 	s := d.statements(t)
-	if _, err := q.Exec(ctx, setLockWait, lockWaitSeconds(a.WaitBound)); err != nil {
-		return res, err
-	}
-	defer func() {
-		// The session variable outlives the transaction: always put it back,
-		// even when ctx has ended, within a bound.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if _, rerr := q.Exec(rctx, restoreLockWait); rerr != nil && err == nil {
-			err = rerr
+	secs := lockWaitSeconds(a.WaitBound)
+	c := &s.claim
+	if d.perStatementWait {
+		c = d.bounded(t, s, secs)
+	} else {
+		if _, err := exec(ctx, q, setLockWait, secs); err != nil {
+			return res, err
 		}
-	}()
+		defer func() {
+			// The session variable outlives the transaction: always put it
+			// back, even when ctx has ended, within a bound.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if _, rerr := q.Exec(rctx, restoreLockWait); rerr != nil && err == nil {
+				err = rerr
+			}
+		}()
+	}
 
 	now := clock(a.Now)
 	ret := a.Retention.Microseconds()
-	_, err = q.Exec(ctx, s.insert, a.Scope, a.Key, a.Fingerprint, now, now, ret)
+	_, err = exec(ctx, q, c.insert, a.Scope, a.Key, a.Fingerprint, now, now, ret)
 	if err == nil {
 		return dialect.ClaimResult{Won: true}, nil
 	}
@@ -67,7 +82,7 @@ func (d *Dialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table,
 		return res, err
 	}
 
-	rec, expired, found, err := d.read(ctx, q, s.lockingRead, a.Scope, a.Key, now)
+	rec, expired, found, err := d.read(ctx, q, c.lockingRead, a.Scope, a.Key, now)
 	if err != nil {
 		return res, err
 	}
@@ -78,7 +93,7 @@ func (d *Dialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table,
 	if !expired {
 		return dialect.ClaimResult{Record: rec}, nil
 	}
-	n, err := q.Exec(ctx, s.takeover, a.Fingerprint, now, now, ret, a.Scope, a.Key, now)
+	n, err := exec(ctx, q, c.takeover, a.Fingerprint, now, now, ret, a.Scope, a.Key, now)
 	if err != nil {
 		return res, err
 	}
@@ -95,7 +110,7 @@ func (d *Dialect) Complete(ctx context.Context, q dialect.Queryer, t dialect.Tab
 		return dialect.Classified(dialect.ErrTooLarge,
 			fmt.Errorf("mysql: response of %d bytes does not fit the server's max_allowed_packet of %d", size, d.maxPacket))
 	}
-	n, err := q.Exec(ctx, d.statements(t).complete, a.Status, a.Header, a.Body, a.Scope, a.Key, a.Fingerprint)
+	n, err := exec(ctx, q, d.statements(t).complete, a.Status, a.Header, a.Body, a.Scope, a.Key, a.Fingerprint)
 	if err != nil {
 		return err
 	}
@@ -120,8 +135,8 @@ func (d *Dialect) Lookup(ctx context.Context, q dialect.Queryer, t dialect.Table
 
 // read runs one of the record reads; it reports whether the record has
 // expired by the store's clock.
-func (d *Dialect) read(ctx context.Context, q dialect.Queryer, query, scope, key string, now any) (rec dialect.Record, expired, found bool, err error) {
-	rows, err := q.Query(ctx, query, now, scope, key)
+func (d *Dialect) read(ctx context.Context, q dialect.Queryer, stmt, scope, key string, now any) (rec dialect.Record, expired, found bool, err error) {
+	rows, err := query(ctx, q, stmt, now, scope, key)
 	if err != nil {
 		return rec, false, false, err
 	}
@@ -161,31 +176,29 @@ func (d *Dialect) PurgeBatch(ctx context.Context, begin func(context.Context) (d
 		}
 	}()
 	now := clock(a.Now)
-	rows, err := tx.Query(ctx, s.purgeSelect, now, a.Limit)
+	rows, err := query(ctx, tx, s.purgeSelect, now, a.Limit)
 	if err != nil {
 		return 0, err
 	}
-	var keys sq.Or
+	var keys []any // scope, key, scope, key, ...
 	for rows.Next() {
-		// Strings, not []byte: squirrel turns a slice into an IN list.
-		var scope, key string
+		var scope, key []byte
 		if err := rows.Scan(&scope, &key); err != nil {
 			rows.Close()
 			return 0, err
 		}
-		keys = append(keys, sq.Eq{"scope": scope, "idem_key": key})
+		keys = append(keys, scope, key)
 	}
 	if err := closeRows(rows); err != nil {
 		return 0, err
 	}
 	for len(keys) > 0 {
-		chunk := keys[:min(len(keys), purgeChunk)]
+		chunk := keys[:min(len(keys), 2*purgeChunk)]
 		keys = keys[len(chunk):]
-		query, args, err := sq.Delete(s.quoted).Where(chunk).Where(expiredAt, now).ToSql()
-		if err != nil {
-			return 0, err
-		}
-		deleted, err := tx.Exec(ctx, query, args...)
+		// A list of row constructors: the range optimizer reads it as one
+		// range per key (a chain of ORs costs several times more).
+		args := append(make([]any, 0, len(chunk)+1), chunk...)
+		deleted, err := exec(ctx, tx, s.purgeDelete(len(chunk)/2), append(args, now)...)
 		if err != nil {
 			return 0, err
 		}

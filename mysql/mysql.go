@@ -20,11 +20,15 @@
 //     waiters on a rolled-back insert both hold shared locks and both want an
 //     exclusive one): they are classified retryable and Do retries. A
 //     deadlock rolls back the whole transaction, so the claim returns at once.
-//   - The claim's waits are bounded by setting the session's
-//     innodb_lock_wait_timeout for the claim only (restored afterwards). It
-//     counts whole seconds, so the store's wait bound is rounded up to a
-//     second. A lock wait timeout (1205) becomes InFlight; as InnoDB rolls
-//     back only the statement, the caller must roll back (Do does).
+//   - The claim's waits are bounded by innodb_lock_wait_timeout. On MariaDB
+//     (told apart by New from the server's version) each of the claim's
+//     statements carries it: SET STATEMENT innodb_lock_wait_timeout=N FOR
+//     .... MySQL has no SET STATEMENT, and its SET_VAR hint does not apply
+//     to InnoDB's variables, so there the session's value is set for the
+//     claim and restored afterwards (two more round trips). It counts whole
+//     seconds, so the store's wait bound is rounded up to a second. A lock
+//     wait timeout (1205) becomes InFlight; as InnoDB rolls back only the
+//     statement, the caller must roll back (Do does).
 //   - Keys and scopes are VARBINARY(255): compared byte for byte, whatever
 //     the connection's collation. Times are DATETIME(6) in UTC (microseconds,
 //     no 2038 limit); they cross the wire as Unix microseconds, so the DSN's
@@ -34,6 +38,16 @@
 //     max_allowed_packet is refused with ErrTooLarge before it is sent,
 //     instead of breaking the connection.
 //   - Errors are classified by *mysql.MySQLError numbers, never by text.
+//   - The dialect's statements are sent as text with their values written in
+//     as hexadecimal, integer or NULL literals, so each is one round trip
+//     whatever the DSN says (with interpolateParams=false, go-sql-driver
+//     makes a statement with arguments a server-side prepare, an execute and
+//     a close). No value can change a statement that way. A statement with
+//     a large value (a response body over a few dozen kilobytes) keeps its
+//     placeholders, so max_allowed_packet stays the limit it was.
+//   - Purge locks a batch of expired keys with SKIP LOCKED and deletes them
+//     with a list of row constructors, (scope, idem_key) IN ((…), …), which
+//     the range optimizer reads as one range per key.
 //
 // DSN settings: none of clientFoundRows, parseTime, loc, interpolateParams or
 // multiStatements changes idem's behaviour. New refuses a session whose
@@ -105,7 +119,9 @@ func New(ctx context.Context, db *sql.DB, opts Options) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Driver{db: db, opts: sql.TxOptions{Isolation: opts.Isolation}, pool: pool, dialect: NewDialect(srv.maxAllowedPacket)}, nil
+	d := NewDialect(srv.maxAllowedPacket)
+	d.perStatementWait = srv.mariaDB
+	return &Driver{db: db, opts: sql.TxOptions{Isolation: opts.Isolation}, pool: pool, dialect: d}, nil
 }
 
 // inspect reads and checks the server's version and settings.

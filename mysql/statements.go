@@ -1,6 +1,12 @@
 package mysql
 
-import "github.com/idemkit/idem/dialect"
+import (
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/idemkit/idem/dialect"
+)
 
 // now is the store's clock (a Unix-microsecond parameter) or, when that is
 // NULL, the database's. UTC_TIMESTAMP(6) is fixed for one statement.
@@ -22,10 +28,62 @@ const restoreLockWait = `SET SESSION innodb_lock_wait_timeout = @idem_saved_lock
 
 // statements is the SQL for one table.
 type statements struct {
-	quoted                         string
-	createTable                    string
-	insert, takeover, complete     string
-	read, lockingRead, purgeSelect string
+	quoted      string
+	createTable string
+	claim       claimStatements
+	complete    string
+	read        string
+	purgeSelect string
+	// purgeDeletes caches purgeDelete by size.
+	purgeDeletes sync.Map
+}
+
+// purgeDelete returns the DELETE of n keys of a purge batch, made once per
+// size (a batch's last chunk may be short). Arguments: scope and key of
+// each row, then now.
+func (s *statements) purgeDelete(n int) string {
+	if q, ok := s.purgeDeletes.Load(n); ok {
+		return q.(string)
+	}
+	var b strings.Builder
+	b.WriteString("DELETE FROM " + s.quoted + " WHERE (scope, idem_key) IN (")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(?, ?)")
+	}
+	b.WriteString(") AND " + expiredAt)
+	q, _ := s.purgeDeletes.LoadOrStore(n, b.String())
+	return q.(string)
+}
+
+// claimStatements are the statements of a claim that may wait for a lock.
+type claimStatements struct {
+	insert, lockingRead, takeover string
+}
+
+// boundKey names the claim statements of one table and wait bound.
+type boundKey struct {
+	table   string
+	seconds int64
+}
+
+// bounded returns the claim statements of t, each running with
+// innodb_lock_wait_timeout set to seconds (MariaDB's SET STATEMENT), made
+// once per table and bound.
+func (d *Dialect) bounded(t dialect.Table, s *statements, seconds int64) *claimStatements {
+	k := boundKey{t.Name(), seconds}
+	if c, ok := d.bounds.Load(k); ok {
+		return c.(*claimStatements)
+	}
+	prefix := "SET STATEMENT innodb_lock_wait_timeout=" + strconv.FormatInt(seconds, 10) + " FOR "
+	c, _ := d.bounds.LoadOrStore(k, &claimStatements{
+		insert:      prefix + s.claim.insert,
+		lockingRead: prefix + s.claim.lockingRead,
+		takeover:    prefix + s.claim.takeover,
+	})
+	return c.(*claimStatements)
 }
 
 func (d *Dialect) statements(t dialect.Table) *statements {
@@ -57,20 +115,24 @@ FROM ` + n + ` WHERE scope = ? AND idem_key = ?`
 	KEY ` + "`" + t.Index("expires") + "`" + ` (expires_at)
 ) ENGINE=InnoDB`,
 
-		// Arguments: scope, key, fingerprint, now, now, retention (µs).
-		insert: `INSERT INTO ` + n + ` (scope, idem_key, fingerprint, created_at, expires_at)
+		claim: claimStatements{
+			// Arguments: scope, key, fingerprint, now, now, retention (µs).
+			insert: `INSERT INTO ` + n + ` (scope, idem_key, fingerprint, created_at, expires_at)
 VALUES (?, ?, ?, ` + now + `, ` + now + ` + INTERVAL ? MICROSECOND)`,
 
-		// Arguments: fingerprint, now, now, retention, scope, key, now.
-		takeover: `UPDATE ` + n + ` SET fingerprint = ?, status = NULL, header = NULL, body = NULL,
+			// Arguments: now, scope, key.
+			lockingRead: read + ` LOCK IN SHARE MODE`,
+
+			// Arguments: fingerprint, now, now, retention, scope, key, now.
+			takeover: `UPDATE ` + n + ` SET fingerprint = ?, status = NULL, header = NULL, body = NULL,
 	created_at = ` + now + `, expires_at = ` + now + ` + INTERVAL ? MICROSECOND
 WHERE scope = ? AND idem_key = ? AND expires_at <= ` + now,
+		},
 
 		complete: `UPDATE ` + n + ` SET status = ?, header = ?, body = ?
 WHERE scope = ? AND idem_key = ? AND fingerprint = ? AND status IS NULL`,
 
-		read:        read,
-		lockingRead: read + ` LOCK IN SHARE MODE`,
+		read: read,
 
 		// Arguments: now, limit.
 		purgeSelect: `SELECT scope, idem_key FROM ` + n + ` WHERE ` + expiredAt + `

@@ -3,7 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -36,35 +36,66 @@ func (d *Dialect) Schema(t dialect.Table) []string {
 	return []string{s.createTable, s.createIndex}
 }
 
-// Claim sets the wait bound, runs the claiming upsert, restores the
-// caller's lock_timeout and, for a loser, reads the record.
+// Claim inserts the record unless the key has one, with lock_timeout set to
+// the wait bound for that statement, and then peeks at the record the claim
+// lost to (restoring the caller's lock_timeout). Both statements go in one
+// round trip when the transaction can pipeline. A loser whose record expired
+// takes it over with a guarded UPDATE.
+//
+// The insert is ON CONFLICT DO NOTHING: a replay locks nothing and writes
+// nothing, so it needs no transaction id and no WAL. It still waits for a
+// transaction that holds the key (up to lock_timeout), and at REPEATABLE
+// READ or SERIALIZABLE a conflict with a row the snapshot cannot see still
+// raises 40001.
 func (d *Dialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ClaimArgs) (dialect.ClaimResult, error) {
 	s := d.statements(t)
-	if _, err := q.Exec(ctx, setLockTimeout, lockTimeout(a.WaitBound)); err != nil {
-		return dialect.ClaimResult{}, err
-	}
 	now := clock(a.Now)
-	rows, err := q.Query(ctx, s.claim, a.Scope, a.Key, a.Fingerprint, now, a.Retention.Microseconds())
+	timeout := lockTimeout(a.WaitBound)
+	var (
+		won, found, expired bool
+		rec                 dialect.Record
+	)
+	err := run(ctx, q,
+		step{sql: s.claim, args: []any{a.Scope, a.Key, a.Fingerprint, now, a.Retention.Microseconds(), timeout},
+			rows: func(r rowReader) error { won = r.Next(); return nil }},
+		step{sql: s.peek, args: []any{a.Scope, a.Key, now, a.Fingerprint},
+			rows: func(r rowReader) (err error) { rec, expired, found, err = scanRecord(r); return err }})
 	if err != nil {
-		return dialect.ClaimResult{}, err
-	}
-	won := rows.Next()
-	if err := closeRows(rows); err != nil {
-		return dialect.ClaimResult{}, err
-	}
-	if _, err := q.Exec(ctx, restoreLockTimeout); err != nil {
 		return dialect.ClaimResult{}, err
 	}
 	if won {
 		return dialect.ClaimResult{Won: true}, nil
 	}
-	rec, found, err := d.lookup(ctx, q, s, a.Scope, a.Key, now)
-	if err != nil {
-		return dialect.ClaimResult{}, err
-	}
 	if !found {
-		// The conflicting row expired or was purged between the two
-		// statements: a retry of the transaction takes it over.
+		// The peek leaves out an in-flight record with this fingerprint:
+		// the winner's own row, or one whose claim committed without
+		// completing. A loser reads it in full.
+		if rec, expired, found, err = d.read(ctx, q, s, a.Scope, a.Key, now); err != nil {
+			return dialect.ClaimResult{}, err
+		}
+	}
+	if found && expired {
+		// Take the expired record over. Two claimers may try: the second
+		// waits for the first's row lock (bounded like the claim), then
+		// finds the record live and loses.
+		err = run(ctx, q,
+			step{sql: setLockTimeout, args: []any{timeout}},
+			step{sql: s.takeover, args: []any{a.Scope, a.Key, a.Fingerprint, now, a.Retention.Microseconds()},
+				rows: func(r rowReader) error { won = r.Next(); return nil }},
+			step{sql: restoreLockTimeout})
+		if err != nil {
+			return dialect.ClaimResult{}, err
+		}
+		if won {
+			return dialect.ClaimResult{Won: true}, nil
+		}
+		if rec, expired, found, err = d.read(ctx, q, s, a.Scope, a.Key, now); err != nil {
+			return dialect.ClaimResult{}, err
+		}
+	}
+	if !found || expired {
+		// The conflicting row expired or was purged between the
+		// statements: a retry of the transaction claims it afresh.
 		return dialect.ClaimResult{}, dialect.Classified(dialect.ErrSerialization, errors.New("postgres: conflicting record vanished before it could be read"))
 	}
 	return dialect.ClaimResult{Record: rec}, nil
@@ -73,12 +104,20 @@ func (d *Dialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table,
 // lockTimeout renders the wait bound for lock_timeout; zero would mean "wait
 // forever", so it is at least one millisecond.
 func lockTimeout(d time.Duration) string {
-	return fmt.Sprintf("%dms", max(d.Milliseconds(), 1))
+	return strconv.FormatInt(max(d.Milliseconds(), 1), 10) + "ms"
 }
 
-// Complete stores the response on the in-flight record.
+// Complete stores the response on the in-flight record. In a transaction
+// Driver.Begin made, the statement is held back and sent with COMMIT in one
+// round trip, guarded so that it fails (and COMMIT never runs) when there is
+// nothing to complete.
 func (d *Dialect) Complete(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.CompleteArgs) error {
-	n, err := q.Exec(ctx, d.statements(t).complete, a.Status, a.Header, a.Body, a.Scope, a.Key, a.Fingerprint)
+	s := d.statements(t)
+	args := []any{a.Status, a.Header, a.Body, a.Scope, a.Key, a.Fingerprint}
+	if dq, ok := q.(deferrer); ok && dq.deferUntilCommit(s.completeGuarded, args) {
+		return nil
+	}
+	n, err := q.Exec(ctx, s.complete, args...)
 	if err != nil {
 		return err
 	}
@@ -90,33 +129,46 @@ func (d *Dialect) Complete(ctx context.Context, q dialect.Queryer, t dialect.Tab
 
 // Lookup reads the live record.
 func (d *Dialect) Lookup(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LookupArgs) (dialect.Record, bool, error) {
-	return d.lookup(ctx, q, d.statements(t), a.Scope, a.Key, clock(a.Now))
+	rec, expired, found, err := d.read(ctx, q, d.statements(t), a.Scope, a.Key, clock(a.Now))
+	if err != nil || !found || expired {
+		return dialect.Record{}, false, err
+	}
+	return rec, true, nil
 }
 
-func (d *Dialect) lookup(ctx context.Context, q dialect.Queryer, s *statements, scope, key string, now any) (dialect.Record, bool, error) {
-	rows, err := q.Query(ctx, s.lookup, scope, key, now)
-	if err != nil {
-		return dialect.Record{}, false, err
-	}
-	defer rows.Close()
-	if !rows.Next() {
-		return dialect.Record{}, false, closeRows(rows)
+// read reads the record of a key and whether it has expired.
+func (d *Dialect) read(ctx context.Context, q dialect.Queryer, s *statements, scope, key string, now any) (rec dialect.Record, expired, found bool, err error) {
+	err = runOne(ctx, q, step{sql: s.read, args: []any{scope, key, now},
+		rows: func(r rowReader) (err error) { rec, expired, found, err = scanRecord(r); return err }})
+	return rec, expired, found, err
+}
+
+// scanRecord reads the columns of read and peek. Peek always returns one
+// row, with NULLs when there is no record.
+func scanRecord(r rowReader) (rec dialect.Record, expired, found bool, err error) {
+	if !r.Next() {
+		return rec, false, false, nil
 	}
 	var (
-		rec              dialect.Record
+		scope, key       *string
 		status           *int64
 		header, body, fp []byte
+		created, expires *time.Time
+		expiredFlag      *bool
 	)
-	if err := rows.Scan(&rec.Scope, &rec.Key, &fp, &status, &header, &body, &rec.CreatedAt, &rec.ExpiresAt); err != nil {
-		return dialect.Record{}, false, err
+	if err := r.Scan(&scope, &key, &fp, &status, &header, &body, &created, &expires, &expiredFlag); err != nil {
+		return rec, false, false, err
 	}
-	rec.Fingerprint, rec.Header, rec.Body = fp, header, body
+	if scope == nil || key == nil || created == nil || expires == nil || expiredFlag == nil {
+		return rec, false, false, nil
+	}
+	rec.Scope, rec.Key, rec.Fingerprint, rec.Header, rec.Body = *scope, *key, fp, header, body
 	rec.State = dialect.InFlight
 	if status != nil {
 		rec.State, rec.Status = dialect.Completed, int(*status)
 	}
-	rec.CreatedAt, rec.ExpiresAt = rec.CreatedAt.UTC(), rec.ExpiresAt.UTC()
-	return rec, true, closeRows(rows)
+	rec.CreatedAt, rec.ExpiresAt = created.UTC(), expires.UTC()
+	return rec, *expiredFlag, true, nil
 }
 
 // PurgeBatch deletes up to a.Limit expired rows that no other transaction
@@ -223,8 +275,9 @@ const restoreLockTimeout = `SELECT set_config('lock_timeout', current_setting('i
 
 // statements is the SQL for one table.
 type statements struct {
-	createTable, createIndex       string
-	claim, complete, lookup, purge string
+	createTable, createIndex                   string
+	claim, takeover, complete, completeGuarded string
+	read, peek, purge                          string
 }
 
 func (d *Dialect) statements(t dialect.Table) *statements {
@@ -238,6 +291,11 @@ func (d *Dialect) statements(t dialect.Table) *statements {
 func newStatements(t dialect.Table) *statements {
 	n := `"` + t.Name() + `"`
 	const now = `COALESCE($4::timestamptz, statement_timestamp())`
+	const readNow = `COALESCE($3::timestamptz, statement_timestamp())`
+	const columns = `scope, idem_key, fingerprint, status, header, body, created_at, expires_at`
+	read := `SELECT ` + columns + `, expires_at <= ` + readNow + ` FROM ` + n + ` WHERE scope = $1 AND idem_key = $2`
+	complete := `UPDATE ` + n + ` SET status = $1, header = $2, body = $3
+WHERE scope = $4 AND idem_key = $5 AND fingerprint = $6 AND status IS NULL`
 	return &statements{
 		createTable: `CREATE TABLE IF NOT EXISTS ` + n + ` (
 	scope       text COLLATE "C" NOT NULL,
@@ -253,20 +311,45 @@ func newStatements(t dialect.Table) *statements {
 		createIndex: `CREATE INDEX IF NOT EXISTS "` + t.Index("expires") + `" ON ` + n + ` (expires_at)`,
 
 		// $1 scope, $2 key, $3 fingerprint, $4 now (NULL: the database's
-		// clock), $5 retention in microseconds.
-		claim: `INSERT INTO ` + n + ` AS r (scope, idem_key, fingerprint, created_at, expires_at)
-VALUES ($1, $2, $3, ` + now + `, ` + now + ` + $5::bigint * interval '1 microsecond')
-ON CONFLICT (scope, idem_key) DO UPDATE SET
-	fingerprint = EXCLUDED.fingerprint, status = NULL, header = NULL, body = NULL,
-	created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
-WHERE r.expires_at <= EXCLUDED.created_at
+		// clock), $5 retention in microseconds, $6 the wait bound.
+		//
+		// The subqueries save the caller's lock_timeout and set the wait
+		// bound before the row is inserted, so a wait for a transaction
+		// holding the key is bounded (OFFSET 0 keeps them from being
+		// merged into the outer query). peek restores it.
+		claim: `INSERT INTO ` + n + ` (scope, idem_key, fingerprint, created_at, expires_at)
+SELECT $1::text, $2::text, $3::bytea, ` + now + `, ` + now + ` + $5::bigint * interval '1 microsecond'
+FROM (SELECT set_config('lock_timeout', $6, true)
+	FROM (SELECT set_config('idem.saved_lock_timeout', current_setting('lock_timeout'), true) OFFSET 0) saved
+	OFFSET 0) bounded
+ON CONFLICT (scope, idem_key) DO NOTHING
 RETURNING true`,
 
-		complete: `UPDATE ` + n + ` SET status = $1, header = $2, body = $3
-WHERE scope = $4 AND idem_key = $5 AND fingerprint = $6 AND status IS NULL`,
+		takeover: `UPDATE ` + n + ` SET fingerprint = $3, status = NULL, header = NULL, body = NULL,
+	created_at = ` + now + `, expires_at = ` + now + ` + $5::bigint * interval '1 microsecond'
+WHERE scope = $1 AND idem_key = $2 AND expires_at <= ` + now + `
+RETURNING true`,
 
-		lookup: `SELECT scope, idem_key, fingerprint, status, header, body, created_at, expires_at
-FROM ` + n + ` WHERE scope = $1 AND idem_key = $2 AND expires_at > COALESCE($3::timestamptz, statement_timestamp())`,
+		complete: complete,
+
+		// The same UPDATE, made to fail when it updated no row, so a
+		// pipeline that sends COMMIT after it stops before the COMMIT.
+		completeGuarded: `WITH completed AS (` + complete + ` RETURNING 1)
+SELECT 1 / count(*) FROM completed`,
+
+		// $1 scope, $2 key, $3 now.
+		read: read,
+
+		// After the claim, in the same round trip: restores the caller's
+		// lock_timeout and reads the record a loser needs, leaving out an
+		// in-flight one with this fingerprint (the winner's own row).
+		// $1 scope, $2 key, $3 now, $4 fingerprint. Always one row; NULLs
+		// when there is no such record.
+		peek: `SELECT r.scope, r.idem_key, r.fingerprint, r.status, r.header, r.body, r.created_at, r.expires_at,
+	r.expires_at <= ` + readNow + `
+FROM (SELECT set_config('lock_timeout', current_setting('idem.saved_lock_timeout'), true) OFFSET 0) restored
+LEFT JOIN ` + n + ` r ON r.scope = $1 AND r.idem_key = $2
+	AND (r.status IS NOT NULL OR r.fingerprint <> $4 OR r.expires_at <= ` + readNow + `)`,
 
 		purge: `DELETE FROM ` + n + ` WHERE ctid = ANY (ARRAY(
 	SELECT ctid FROM ` + n + ` WHERE expires_at <= COALESCE($1::timestamptz, statement_timestamp())

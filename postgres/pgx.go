@@ -55,17 +55,19 @@ func (d *Driver) Pool() dialect.Queryer { return pgxQueryer{d.pool} }
 // Wrap adapts a pgx transaction the caller began.
 func (d *Driver) Wrap(tx pgx.Tx) (dialect.Queryer, error) { return PgxTx(tx) }
 
-// Begin starts a transaction at the configured isolation level.
+// Begin takes a connection from the pool for a transaction at the configured
+// isolation level. BEGIN is not sent yet: it goes with the transaction's
+// first statements (the claim) in one round trip.
 func (d *Driver) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.Txn[pgx.Tx], error) {
 	txOpts := d.opts
 	if opts.Purge {
 		txOpts.IsoLevel = pgx.ReadCommitted
 	}
-	tx, err := d.pool.BeginTx(ctx, txOpts)
+	conn, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return pgxTxn{pgxQueryer{tx}, tx}, nil
+	return &pgxTxn{ctx: ctx, conn: conn, opts: txOpts}, nil
 }
 
 // PgxTx adapts a pgx.Tx to idem.Tx. It returns an error wrapping
@@ -82,6 +84,7 @@ func PgxTx(tx pgx.Tx) (idem.Tx, error) {
 type pgxExecQuerier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 type pgxQueryer struct{ q pgxExecQuerier }
@@ -118,19 +121,6 @@ func (r pgxRows) Close() error {
 	return r.Rows.Err()
 }
 
-// pgxTxn is a Txn over pgx.Tx.
-type pgxTxn struct {
-	pgxQueryer
-	tx pgx.Tx
-}
-
-func (t pgxTxn) Native() pgx.Tx { return t.tx }
-
-func (t pgxTxn) Commit(ctx context.Context) error { return commitError(t.tx.Commit(ctx)) }
-
-func (t pgxTxn) Rollback(ctx context.Context) error {
-	if err := t.tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
-		return err
-	}
-	return nil
+func (p pgxQueryer) sendBatch(ctx context.Context, b *pgx.Batch) error {
+	return txClosed(p.q.SendBatch(ctx, b).Close())
 }

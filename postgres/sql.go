@@ -3,7 +3,10 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/jackc/pgx/v5/stdlib"
 
@@ -56,20 +59,52 @@ func (d *SQLDriver) Wrap(tx *sql.Tx) (dialect.Queryer, error) {
 	return idem.SQL(tx)
 }
 
-// Begin starts a transaction at the configured isolation level.
+// Begin starts a transaction at the configured isolation level on a
+// connection of its own, so that the claim's statements can be pipelined on
+// it (database/sql sends BEGIN by itself).
 func (d *SQLDriver) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.Txn[*sql.Tx], error) {
 	txOpts := d.opts
 	if opts.Purge {
 		txOpts.Isolation = sql.LevelReadCommitted
 	}
-	tx, err := d.db.BeginTx(ctx, &txOpts)
+	conn, err := d.db.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return sqlTxn{idem.NewSQLTxn(tx, nil)}, nil
+	tx, err := conn.BeginTx(ctx, &txOpts)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return sqlTxn{SQLTxn: idem.NewSQLTxn(tx, func() { conn.Close() }), conn: conn}, nil
 }
 
-// sqlTxn reports a COMMIT lost with its connection as ErrCommitUnknown.
-type sqlTxn struct{ *idem.SQLTxn }
+// sqlTxn reports a COMMIT lost with its connection as ErrCommitUnknown, and
+// pipelines statements on the transaction's connection.
+type sqlTxn struct {
+	*idem.SQLTxn
+	conn *sql.Conn
+}
 
 func (t sqlTxn) Commit(ctx context.Context) error { return commitError(t.SQLTxn.Commit(ctx)) }
+
+// sendBatch sends b on the pgx connection under the transaction; the
+// server runs it inside the transaction.
+func (t sqlTxn) sendBatch(ctx context.Context, b *pgx.Batch) error {
+	err := t.conn.Raw(func(dc any) error {
+		c, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("postgres: database/sql connection is a %T, not a *stdlib.Conn", dc)
+		}
+		// database/sql may have rolled the transaction back (its context
+		// ended); the batch must never run outside it.
+		if c.Conn().PgConn().TxStatus() == 'I' {
+			return dialect.Classified(dialect.ErrTxDone, errors.New("postgres: the transaction has ended"))
+		}
+		return c.Conn().SendBatch(ctx, b).Close()
+	})
+	if errors.Is(err, sql.ErrConnDone) {
+		return dialect.Classified(dialect.ErrTxDone, err)
+	}
+	return err
+}

@@ -46,7 +46,7 @@ func (d *Dialect) Schema(t dialect.Table) []string {
 func (d *Dialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ClaimArgs) (dialect.ClaimResult, error) {
 	s := d.statements(t)
 	now := clock(a.Now)
-	rows, err := q.Query(ctx, s.claim, a.Scope, a.Key, a.Fingerprint, now, a.Retention.Microseconds())
+	rows, err := query(ctx, q, s.claim, a.Scope, a.Key, a.Fingerprint, now, a.Retention.Microseconds())
 	if err != nil {
 		return dialect.ClaimResult{}, err
 	}
@@ -71,7 +71,7 @@ func (d *Dialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table,
 
 // Complete stores the response on the in-flight record.
 func (d *Dialect) Complete(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.CompleteArgs) error {
-	n, err := q.Exec(ctx, d.statements(t).complete, a.Status, a.Header, a.Body, a.Scope, a.Key, a.Fingerprint)
+	n, err := exec(ctx, q, d.statements(t).complete, a.Status, a.Header, a.Body, a.Scope, a.Key, a.Fingerprint)
 	if err != nil {
 		return err
 	}
@@ -87,7 +87,7 @@ func (d *Dialect) Lookup(ctx context.Context, q dialect.Queryer, t dialect.Table
 }
 
 func (d *Dialect) lookup(ctx context.Context, q dialect.Queryer, s *statements, scope, key string, now any) (dialect.Record, bool, error) {
-	rows, err := q.Query(ctx, s.lookup, scope, key, now)
+	rows, err := query(ctx, q, s.lookup, scope, key, now)
 	if err != nil {
 		return dialect.Record{}, false, err
 	}
@@ -207,7 +207,7 @@ func newStatements(t dialect.Table) *statements {
 	created_at  INTEGER NOT NULL, -- Unix microseconds, UTC
 	expires_at  INTEGER NOT NULL, -- Unix microseconds, UTC
 	PRIMARY KEY (scope, idem_key)
-)`,
+) WITHOUT ROWID`,
 		createIndex: `CREATE INDEX IF NOT EXISTS "` + t.Index("expires") + `" ON ` + n + ` (expires_at)`,
 
 		// ?1 scope, ?2 key, ?3 fingerprint, ?4 now (NULL: database clock),
@@ -226,7 +226,7 @@ WHERE scope = ?4 AND idem_key = ?5 AND fingerprint = ?6 AND status IS NULL`,
 		lookup: `SELECT scope, idem_key, fingerprint, status, header, body, created_at, expires_at
 FROM ` + n + ` WHERE scope = ?1 AND idem_key = ?2 AND expires_at > ` + now("?3"),
 
-		purge: `DELETE FROM ` + n + ` WHERE rowid IN (
-	SELECT rowid FROM ` + n + ` WHERE expires_at <= ` + now("?1") + ` LIMIT ?2)`,
+		purge: `DELETE FROM ` + n + ` WHERE (scope, idem_key) IN (
+	SELECT scope, idem_key FROM ` + n + ` WHERE expires_at <= ` + now("?1") + ` LIMIT ?2)`,
 	}
 }

@@ -9,6 +9,14 @@
 // (PRAGMA busy_timeout); past it a claim reports InFlight. Open turns on WAL
 // so readers (Lookup) never wait for the writer.
 //
+// The records are a WITHOUT ROWID table clustered on (scope, idem_key): one
+// B-tree holds the rows and their key, so a claim writes two B-trees (with
+// the expiry index), not three, and a commit writes fewer pages to the WAL.
+// A table created by an earlier version keeps its rowid; every statement
+// works on both. The dialect's statements are prepared once per connection
+// and reused; modernc.org/sqlite would otherwise compile each one on every
+// request.
+//
 // Times are stored as INTEGER Unix microseconds (UTC), so sorting and
 // comparison are exact; the database's clock is unixepoch('subsec')
 // (millisecond resolution). Keys and scopes are TEXT compared with the
@@ -111,6 +119,7 @@ type Driver struct {
 	db      *sql.DB
 	dialect *Dialect
 	pool    idem.Tx
+	stmts   *stmtCache
 }
 
 var _ dialect.Driver[*sql.Tx] = (*Driver)(nil)
@@ -132,7 +141,7 @@ func New(db *sql.DB) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Driver{db: db, dialect: NewDialect(), pool: pool}, nil
+	return &Driver{db: db, dialect: NewDialect(), pool: pool, stmts: &stmtCache{db: db}}, nil
 }
 
 // ErrPrivateMemory is returned by New for a ":memory:" database opened so
@@ -191,7 +200,11 @@ func (d *Driver) Wrap(tx *sql.Tx) (dialect.Queryer, error) {
 	if tx == nil {
 		return nil, fmt.Errorf("%w: nil *sql.Tx", dialect.ErrBadTx)
 	}
-	return idem.SQL(tx)
+	q, err := idem.SQL(tx)
+	if err != nil {
+		return nil, err
+	}
+	return txQueryer{Tx: q, tx: tx, cache: d.stmts}, nil
 }
 
 // Begin starts a write transaction on a dedicated connection whose
@@ -215,7 +228,13 @@ func (d *Driver) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.
 		conn.Close()
 		return nil, err
 	}
-	return idem.NewSQLTxn(tx, func() { conn.Close() }), nil
+	q, err := idem.SQL(tx)
+	if err != nil {
+		tx.Rollback()
+		conn.Close()
+		return nil, err
+	}
+	return txn{SQLTxn: idem.NewSQLTxn(tx, func() { conn.Close() }), q: txQueryer{Tx: q, tx: tx, cache: d.stmts}}, nil
 }
 
 // DB returns the database the driver runs on.

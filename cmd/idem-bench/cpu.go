@@ -1,0 +1,68 @@
+package main
+
+import (
+	"bufio"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// CPU time is a steadier measure of cost than throughput on a busy machine:
+// the benchmark reads its own (getrusage; for SQLite that includes the
+// database) and, for a container it started, the container's cgroup
+// counter. A server from a DSN has no counter.
+
+// processCPU returns the CPU time this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// cgroupCPU returns a function reading the CPU time of a Docker container
+// from its cgroup (v1 or v2), or nil when neither can be read.
+func cgroupCPU(containerID string) func() time.Duration {
+	if containerID == "" {
+		return nil
+	}
+	v1 := "/sys/fs/cgroup/cpuacct/docker/" + containerID + "/cpuacct.usage"
+	if _, err := readUint(v1); err == nil {
+		return func() time.Duration { n, _ := readUint(v1); return time.Duration(n) }
+	}
+	for _, v2 := range []string{
+		"/sys/fs/cgroup/system.slice/docker-" + containerID + ".scope/cpu.stat",
+		"/sys/fs/cgroup/docker/" + containerID + "/cpu.stat",
+	} {
+		if _, err := readUsageUsec(v2); err == nil {
+			return func() time.Duration { n, _ := readUsageUsec(v2); return time.Duration(n) * time.Microsecond }
+		}
+	}
+	return nil
+}
+
+func readUint(path string) (uint64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+}
+
+func readUsageUsec(path string) (uint64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "usage_usec "); ok {
+			return strconv.ParseUint(v, 10, 64)
+		}
+	}
+	return 0, os.ErrNotExist
+}

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"hash/fnv"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+// path is one way of sending the write.
+type path string
+
+const (
+	pathBare      path = "bare"
+	pathIdem      path = "idem"
+	pathHTTP      path = "http"
+	pathReplay    path = "replay"
+	pathMismatch  path = "mismatch"
+	pathContended path = "contended"
+)
+
+var allPaths = []path{pathBare, pathIdem, pathHTTP, pathReplay, pathMismatch, pathContended}
+
+const scope = "tenant-1 POST /orders"
+
+// op runs request i of a cell and reports the outcome (Won for the bare
+// write and a 2xx from the middleware).
+type op func(ctx context.Context, i int64) (idem.Outcome, error)
+
+// cell is one measurement: one path at one level of concurrency, bounded by
+// a duration and a count.
+type cell struct {
+	target  string
+	path    path
+	clients int
+	round   int
+
+	ops      int64
+	errors   int64
+	firstErr error
+	outcomes [5]int64 // by idem.Outcome
+	elapsed  time.Duration
+	lat      []time.Duration // sorted
+	wire     counts
+	// clientCPU is the benchmark process's CPU time during the cell,
+	// serverCPU the database container's (0 when unknown).
+	clientCPU, serverCPU time.Duration
+}
+
+func (c *cell) throughput() float64 {
+	if c.elapsed <= 0 {
+		return 0
+	}
+	return float64(c.ops) / c.elapsed.Seconds()
+}
+
+func (c *cell) percentile(p float64) time.Duration {
+	if len(c.lat) == 0 {
+		return 0
+	}
+	i := int(float64(len(c.lat)-1) * p)
+	return c.lat[i]
+}
+
+// measure runs fn from clients goroutines until dur has passed or maxOps
+// requests were sent. Requests in flight at the deadline finish and count.
+func measure(ctx context.Context, t *target, clients int, dur time.Duration, maxOps int64, fn op) *cell {
+	return measureUntil(ctx, t, clients, dur, maxOps, fn, nil)
+}
+
+// measureUntil is measure that also stops once stop is set.
+func measureUntil(ctx context.Context, t *target, clients int, dur time.Duration, maxOps int64, fn op, stop *atomic.Bool) *cell {
+	c := &cell{target: t.name, clients: clients}
+	var (
+		next     atomic.Int64
+		mu       sync.Mutex
+		wg       sync.WaitGroup
+		errCount atomic.Int64
+	)
+	before := t.wire.snapshot()
+	cpu0, srv0 := processCPU(), time.Duration(0)
+	if t.serverCPU != nil {
+		srv0 = t.serverCPU()
+	}
+	start := time.Now()
+	deadline := start.Add(dur)
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lat := make([]time.Duration, 0, 1024)
+			var outcomes [5]int64
+			var firstErr error
+			for ctx.Err() == nil && time.Now().Before(deadline) && (stop == nil || !stop.Load()) {
+				i := next.Add(1) - 1
+				if i >= maxOps {
+					break
+				}
+				t0 := time.Now()
+				out, err := fn(ctx, i)
+				lat = append(lat, time.Since(t0))
+				if err != nil {
+					errCount.Add(1)
+					if firstErr == nil {
+						firstErr = err
+					}
+					continue
+				}
+				if out >= 0 && int(out) < len(outcomes) {
+					outcomes[out]++
+				}
+			}
+			mu.Lock()
+			c.lat = append(c.lat, lat...)
+			for i, n := range outcomes {
+				c.outcomes[i] += n
+			}
+			if c.firstErr == nil {
+				c.firstErr = firstErr
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	c.elapsed = time.Since(start)
+	c.clientCPU = processCPU() - cpu0
+	if t.serverCPU != nil {
+		c.serverCPU = t.serverCPU() - srv0
+	}
+	c.wire = t.wire.snapshot().sub(before)
+	c.ops = int64(len(c.lat))
+	c.errors = errCount.Load()
+	slices.Sort(c.lat)
+	return c
+}
+
+// keySpace names the keys of one cell. Keys look like the UUIDs clients
+// send: random (so they land all over the key index, not at one end of it)
+// yet reproducible from the request number, so replays can send them again.
+type keySpace struct {
+	name string
+	seed uint64
+}
+
+func newKeySpace(run string, p path, clients, round int) keySpace {
+	name := fmt.Sprintf("%s-%s-%d-%d", run, p, clients, round)
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return keySpace{name: name, seed: h.Sum64()}
+}
+
+func (k keySpace) key(i int64) string {
+	a := splitmix64(k.seed ^ uint64(i))
+	b := splitmix64(a ^ uint64(i)<<1)
+	return fmt.Sprintf("%08x-%04x-4%03x-%04x-%012x", a>>32, a>>16&0xffff, a&0xfff, b>>48&0x3fff|0x8000, b&0xffffffffffff)
+}
+
+func splitmix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+func request(k keySpace, i int64, variant string) idem.Request {
+	return idem.Request{Scope: scope, Key: k.key(i), Fingerprint: idem.FingerprintRequest(http.MethodPost, "/orders", requestBody(i, variant))}
+}
+
+// ops returns the request function of path p. done is the key space and
+// count of the idem cell whose keys replay and mismatch reuse.
+func ops(t *target, p path, ks keySpace, clients int, done keySpace, doneN int64) op {
+	switch p {
+	case pathBare:
+		return func(ctx context.Context, i int64) (idem.Outcome, error) { return idem.Won, t.bare(ctx, i) }
+	case pathIdem:
+		return func(ctx context.Context, i int64) (idem.Outcome, error) { return t.do(ctx, request(ks, i, ""), i) }
+	case pathReplay, pathMismatch:
+		variant := ""
+		if p == pathMismatch {
+			variant = `,"changed":true`
+		}
+		return func(ctx context.Context, i int64) (idem.Outcome, error) {
+			j := i % max(doneN, 1)
+			return t.do(ctx, request(done, j, variant), j)
+		}
+	case pathContended:
+		// Consecutive requests share a key, so all clients race on the
+		// one or two keys being sent at any moment.
+		return func(ctx context.Context, i int64) (idem.Outcome, error) {
+			g := i / int64(clients)
+			return t.do(ctx, request(ks, g, ""), g)
+		}
+	case pathHTTP:
+		return func(ctx context.Context, i int64) (idem.Outcome, error) {
+			r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/orders", bytes.NewReader(requestBody(i, "")))
+			r.Header.Set("Idempotency-Key", ks.key(i))
+			r.Header.Set("Content-Type", "application/json")
+			w := httptest.NewRecorder()
+			t.handler.ServeHTTP(w, r)
+			switch {
+			case w.Code == http.StatusCreated && w.Header().Get("Idempotent-Replayed") == "":
+				return idem.Won, nil
+			case w.Code == http.StatusCreated:
+				return idem.Replay, nil
+			}
+			return 0, fmt.Errorf("middleware answered %d: %s", w.Code, bytes.TrimSpace(w.Body.Bytes()))
+		}
+	}
+	panic("unknown path " + p)
+}

@@ -1,0 +1,310 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemkit/idem/dialect"
+)
+
+// pgxTxn is the transaction the pgx Driver begins for Do and Purge. It saves
+// the round trips that carry nothing but transaction control:
+//
+//   - BEGIN is sent with the first statements, in one pipeline (pgx's
+//     Batch.BeginTx), so BEGIN and the claim cost one round trip;
+//   - the completing UPDATE is held back and sent with COMMIT, in one
+//     pipeline. It is guarded to fail when it updates no row, and a pipeline
+//     stops at its first error, so the effect never commits without its
+//     record.
+//
+// Native hands out the pgx transaction (beginning it first if no statement
+// has run yet). After the transaction ends it reports pgx.ErrTxClosed, as a
+// pgx transaction does.
+type pgxTxn struct {
+	ctx  context.Context // Begin's, for a BEGIN that Native sends alone
+	conn *pgxpool.Conn   // nil once released
+	opts pgx.TxOptions
+	tx   pgx.Tx // set once BEGIN was sent
+	// native is what Native returned; it is closed when the transaction
+	// ends.
+	native *nativeTx
+	done   bool
+	// pending is the completing statement, sent with COMMIT.
+	pending *step
+}
+
+var (
+	_ dialect.Txn[pgx.Tx] = (*pgxTxn)(nil)
+	_ batcher             = (*pgxTxn)(nil)
+	_ deferrer            = (*pgxTxn)(nil)
+)
+
+// closedTx is a pgx transaction that is already closed: every method
+// reports pgx.ErrTxClosed. It holds no connection, so one serves all.
+var closedTx = func() pgx.Tx {
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{})
+	return pgx.FailedBatchResults(b, pgx.ErrTxClosed).Tx()
+}()
+
+var errTxDone = dialect.Classified(dialect.ErrTxDone, pgx.ErrTxClosed)
+
+// begin sends BEGIN on its own, for statements that cannot carry it.
+func (t *pgxTxn) begin(ctx context.Context) error {
+	if t.done {
+		return errTxDone
+	}
+	if t.tx != nil {
+		return nil
+	}
+	tx, err := t.conn.Conn().BeginTx(ctx, t.opts)
+	if err != nil {
+		t.finish()
+		return err
+	}
+	t.tx = tx
+	return nil
+}
+
+// ready begins the transaction if needed and sends a held-back statement,
+// so that a statement that follows runs after it.
+func (t *pgxTxn) ready(ctx context.Context) (pgxQueryer, error) {
+	if err := t.begin(ctx); err != nil {
+		return pgxQueryer{}, err
+	}
+	if p := t.pending; p != nil {
+		t.pending = nil
+		if err := t.tx.SendBatch(ctx, batchOf(*p)).Close(); err != nil {
+			return pgxQueryer{}, completionError(err)
+		}
+	}
+	return pgxQueryer{t.tx}, nil
+}
+
+func batchOf(steps ...step) *pgx.Batch {
+	b := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(steps)+1)}
+	for _, s := range steps {
+		queue(b, s)
+	}
+	return b
+}
+
+func (t *pgxTxn) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	if t.tx == nil && !t.done {
+		// The first statement (a purge batch's DELETE): send BEGIN with it.
+		var n int64
+		err := t.sendBatch(ctx, batchOf(step{sql: query, args: args, exec: func(rows int64) error { n = rows; return nil }}))
+		return n, err
+	}
+	q, err := t.ready(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return q.Exec(ctx, query, args...)
+}
+
+func (t *pgxTxn) Query(ctx context.Context, query string, args ...any) (dialect.Rows, error) {
+	q, err := t.ready(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return q.Query(ctx, query, args...)
+}
+
+// sendBatch sends b, with BEGIN in front of it when the transaction has
+// not begun.
+func (t *pgxTxn) sendBatch(ctx context.Context, b *pgx.Batch) error {
+	if t.done {
+		return errTxDone
+	}
+	if t.tx != nil || t.pending != nil {
+		q, err := t.ready(ctx)
+		if err != nil {
+			return err
+		}
+		return q.sendBatch(ctx, b)
+	}
+	withBegin := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(b.QueuedQueries)+1)}
+	withBegin.BeginTx(t.opts)
+	withBegin.QueuedQueries = append(withBegin.QueuedQueries, b.QueuedQueries...)
+	br := t.conn.Conn().SendBatch(ctx, withBegin)
+	tx := br.Tx()
+	err := br.Close()
+	if t.conn.Conn().PgConn().TxStatus() == 'I' || t.conn.Conn().IsClosed() {
+		// BEGIN itself failed: no transaction is open.
+		t.finish()
+		return err
+	}
+	t.tx = tx
+	return err
+}
+
+// deferUntilCommit holds the completing statement back for Commit.
+func (t *pgxTxn) deferUntilCommit(sql string, args []any) bool {
+	if t.done || t.tx == nil || t.pending != nil {
+		return false
+	}
+	t.pending = &step{sql: sql, args: args}
+	return true
+}
+
+// Native returns the pgx transaction for the caller's statements.
+func (t *pgxTxn) Native() pgx.Tx {
+	if t.native == nil {
+		t.native = &nativeTx{Tx: closedTx}
+	}
+	if !t.done && t.tx == nil {
+		if err := t.begin(t.ctx); err != nil {
+			t.native.err = err
+		}
+	}
+	if !t.done {
+		t.native.Tx = t.tx
+	}
+	return t.native
+}
+
+// Commit commits, sending a held-back completion in the same round trip.
+func (t *pgxTxn) Commit(ctx context.Context) error {
+	if t.done {
+		return errTxDone
+	}
+	if t.tx == nil {
+		// Nothing was sent: there is nothing to commit.
+		t.finish()
+		return nil
+	}
+	p := t.pending
+	if p == nil {
+		err := t.tx.Commit(ctx)
+		t.finish()
+		return commitError(err)
+	}
+	t.pending = nil
+	b := batchOf(*p)
+	var tag pgconn.CommandTag
+	b.Queue("commit").Exec(func(ct pgconn.CommandTag) error { tag = ct; return nil })
+	err := t.tx.SendBatch(ctx, b).Close()
+	if err == nil && tag.String() == "ROLLBACK" {
+		err = pgx.ErrTxCommitRollback
+	}
+	if err != nil {
+		// Unless the connection broke, the pipeline stopped before
+		// COMMIT (or COMMIT rolled back): end the transaction.
+		_ = t.tx.Rollback(context.WithoutCancel(ctx))
+		t.finish()
+		return commitError(completionError(err))
+	}
+	t.finish()
+	return nil
+}
+
+// Rollback rolls back; it does nothing after Commit or Rollback.
+func (t *pgxTxn) Rollback(ctx context.Context) error {
+	if t.done {
+		return nil
+	}
+	var err error
+	if t.tx != nil {
+		err = t.tx.Rollback(ctx)
+	}
+	t.finish()
+	if errors.Is(err, pgx.ErrTxClosed) {
+		return nil
+	}
+	return err
+}
+
+// finish ends the transaction's use of the connection and closes what
+// Native handed out.
+func (t *pgxTxn) finish() {
+	t.done = true
+	t.pending = nil
+	if t.native != nil {
+		t.native.Tx = closedTx
+	}
+	if t.conn != nil {
+		t.conn.Release() // a connection left inside a transaction is closed
+		t.conn = nil
+	}
+}
+
+// nativeTx is the pgx.Tx Native hands out. It forwards to the transaction,
+// and to a closed one once the transaction has ended. When BEGIN failed,
+// every statement reports that error.
+type nativeTx struct {
+	pgx.Tx
+	err error
+}
+
+func (n *nativeTx) Begin(ctx context.Context) (pgx.Tx, error) {
+	if n.err != nil {
+		return nil, n.err
+	}
+	return n.Tx.Begin(ctx)
+}
+
+func (n *nativeTx) Commit(ctx context.Context) error {
+	if n.err != nil {
+		return n.err
+	}
+	return n.Tx.Commit(ctx)
+}
+
+func (n *nativeTx) Rollback(ctx context.Context) error {
+	if n.err != nil {
+		return n.err
+	}
+	return n.Tx.Rollback(ctx)
+}
+
+func (n *nativeTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
+	if n.err != nil {
+		return 0, n.err
+	}
+	return n.Tx.CopyFrom(ctx, table, columns, src)
+}
+
+func (n *nativeTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if n.err != nil {
+		return pgx.FailedBatchResults(b, n.err)
+	}
+	return n.Tx.SendBatch(ctx, b)
+}
+
+func (n *nativeTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
+	if n.err != nil {
+		return nil, n.err
+	}
+	return n.Tx.Prepare(ctx, name, sql)
+}
+
+func (n *nativeTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if n.err != nil {
+		return pgconn.CommandTag{}, n.err
+	}
+	return n.Tx.Exec(ctx, sql, args...)
+}
+
+func (n *nativeTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if n.err != nil {
+		rows, _ := closedTx.Query(ctx, sql, args...)
+		return rows, n.err
+	}
+	return n.Tx.Query(ctx, sql, args...)
+}
+
+func (n *nativeTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if n.err != nil {
+		return errRow{n.err}
+	}
+	return n.Tx.QueryRow(ctx, sql, args...)
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
