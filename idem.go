@@ -27,6 +27,10 @@ const (
 	DefaultMaxAttempts = 5
 	// DefaultPurgeBatch is how many expired records one purge batch deletes.
 	DefaultPurgeBatch = 1000
+	// DefaultPurgeDutyCycle is the share of time Purge spends deleting: it
+	// pauses three times as long as each batch took, so claims running
+	// beside it keep their latency.
+	DefaultPurgeDutyCycle = 0.25
 )
 
 // Config tunes a Store. The zero value of every field means its default.
@@ -56,6 +60,11 @@ type Config struct {
 	StoreServerErrors bool
 	// PurgeBatch is how many expired records one purge transaction deletes.
 	PurgeBatch int
+	// PurgeDutyCycle is the share of wall time Purge spends in batches,
+	// above 0 and at most 1: after each batch it pauses for the batch's
+	// duration times (1-d)/d. 1 runs batches back to back (fastest, but on a
+	// busy database it raises claim latency).
+	PurgeDutyCycle float64
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -85,6 +94,12 @@ func (c Config) withDefaults() (Config, error) {
 		if *f.v == 0 {
 			*f.v = f.def
 		}
+	}
+	switch {
+	case c.PurgeDutyCycle < 0 || c.PurgeDutyCycle > 1:
+		return c, fmt.Errorf("%w: PurgeDutyCycle %v is outside (0, 1]", ErrInvalidConfig, c.PurgeDutyCycle)
+	case c.PurgeDutyCycle == 0:
+		c.PurgeDutyCycle = DefaultPurgeDutyCycle
 	}
 	return c, nil
 }
@@ -379,7 +394,9 @@ type PurgeResult struct {
 
 // Purge deletes expired records in batches of Config.PurgeBatch, each in its
 // own short transaction that skips rows other transactions hold, until a
-// batch finds fewer than a full batch or ctx ends. Run it periodically.
+// batch finds fewer than a full batch or ctx ends. Between batches it pauses
+// so that it runs only Config.PurgeDutyCycle of the time. Run it
+// periodically; bound it with ctx.
 func (s *Store[TTx]) Purge(ctx context.Context) (PurgeResult, error) {
 	var res PurgeResult
 	begin := func(ctx context.Context) (dialect.Tx, error) {
@@ -389,6 +406,7 @@ func (s *Store[TTx]) Purge(ctx context.Context) (PurgeResult, error) {
 		if err := ctx.Err(); err != nil {
 			return res, fmt.Errorf("idem: purge: %w", err)
 		}
+		started := time.Now()
 		n, err := s.purgeBatch(ctx, begin)
 		if err != nil {
 			return res, fmt.Errorf("idem: purge batch %d on %s: %w", res.Batches+1, s.d.Name(), err)
@@ -397,6 +415,12 @@ func (s *Store[TTx]) Purge(ctx context.Context) (PurgeResult, error) {
 		res.Deleted += n
 		if n < int64(s.cfg.PurgeBatch) {
 			return res, nil
+		}
+		if d := s.cfg.PurgeDutyCycle; d < 1 {
+			pause := time.Duration(float64(time.Since(started)) * (1 - d) / d)
+			if err := sleep(ctx, pause); err != nil {
+				return res, fmt.Errorf("idem: purge: %w", err)
+			}
 		}
 	}
 }

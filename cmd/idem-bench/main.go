@@ -326,9 +326,9 @@ type purgeResult struct {
 // paced to run duty of the time), and measures claims again.
 func purgeTest(ctx context.Context, o options, t *target, runID string, duty float64) (*purgeResult, error) {
 	res := &purgeResult{target: t.name, rows: o.purgeRows, duty: duty}
-	mode := "Store.Purge"
+	mode := "Store.Purge, back to back (PurgeDutyCycle 1)"
 	if duty < 1 {
-		mode = fmt.Sprintf("paced purge (%.0f%% duty)", 100*duty)
+		mode = fmt.Sprintf("Store.Purge, PurgeDutyCycle %g", duty)
 	}
 	logf("%s: inserting %d expired records for %s", t.name, o.purgeRows, mode)
 	start := time.Now()
@@ -354,11 +354,7 @@ func purgeTest(ctx context.Context, o options, t *target, runID string, duty flo
 	start = time.Now()
 	go func() {
 		defer close(finished)
-		if duty < 1 {
-			res.purge, res.purgeErr = t.pacedPurge(pctx, duty)
-		} else {
-			res.purge, res.purgeErr = t.purge(pctx)
-		}
+		res.purge, res.purgeErr = t.purge(pctx, duty)
 		res.took = time.Since(start)
 		done.Store(true)
 	}()

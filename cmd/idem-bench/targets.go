@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -42,11 +41,8 @@ type target struct {
 	bare    func(ctx context.Context, n int64) error
 	do      func(ctx context.Context, req idem.Request, n int64) (idem.Outcome, error)
 	handler http.Handler // nil when the middleware is not built in
-	purge   func(ctx context.Context) (idem.PurgeResult, error)
-	// pacedPurge deletes expired records the way Store.Purge does, batch by
-	// batch through the dialect, but pauses after each batch so that purge
-	// runs only duty of the time: what a paced Store.Purge would do.
-	pacedPurge func(ctx context.Context, duty float64) (idem.PurgeResult, error)
+	// purge runs Store.Purge with Config.PurgeDutyCycle set to duty.
+	purge func(ctx context.Context, duty float64) (idem.PurgeResult, error)
 	// settle lets the database finish the background work a bulk load
 	// leaves (vacuum, checkpoint, page flushing).
 	settle func(ctx context.Context) error
@@ -107,53 +103,19 @@ func storeOps[TTx any](t *target, drv dialect.Driver[TTx], insert func(ctx conte
 		})
 		return res.Outcome, err
 	}
-	t.purge = store.Purge
-	t.pacedPurge = func(ctx context.Context, duty float64) (idem.PurgeResult, error) {
-		return pacedPurge(ctx, drv, store.Config(), duty)
+	// The two purge modes are Store.Purge on stores that differ only in
+	// Config.PurgeDutyCycle: back to back (1), and paced (duty).
+	t.purge = func(ctx context.Context, duty float64) (idem.PurgeResult, error) {
+		cfg := store.Config()
+		cfg.PurgeDutyCycle = duty
+		s, err := idem.New(drv, cfg)
+		if err != nil {
+			return idem.PurgeResult{}, err
+		}
+		return s.Purge(ctx)
 	}
 	t.handler, err = middleware(store, insert)
 	return err
-}
-
-// pacedPurge runs purge batches through the dialect like Store.Purge, with
-// a pause after each batch so that purging takes duty of the time.
-func pacedPurge[TTx any](ctx context.Context, drv dialect.Driver[TTx], cfg idem.Config, duty float64) (idem.PurgeResult, error) {
-	var res idem.PurgeResult
-	d := drv.Dialect()
-	table, err := dialect.NewTable(cfg.Table)
-	if err != nil {
-		return res, err
-	}
-	begin := func(ctx context.Context) (dialect.Tx, error) {
-		return drv.Begin(ctx, dialect.BeginOptions{WaitBound: cfg.WaitBound, Purge: true})
-	}
-	for ctx.Err() == nil {
-		start := time.Now()
-		var n int64
-		for attempt := 1; ; attempt++ {
-			n, err = d.PurgeBatch(ctx, begin, table, dialect.PurgeArgs{Limit: cfg.PurgeBatch})
-			err = d.Classify(err)
-			if err == nil || attempt == cfg.MaxAttempts || !(errors.Is(err, idem.ErrSerialization) || errors.Is(err, idem.ErrDeadlock)) {
-				break
-			}
-		}
-		if err != nil {
-			return res, err
-		}
-		res.Batches++
-		res.Deleted += n
-		if n < int64(cfg.PurgeBatch) {
-			return res, nil
-		}
-		if duty < 1 {
-			pause := time.Duration(float64(time.Since(start)) * (1 - duty) / duty)
-			select {
-			case <-time.After(pause):
-			case <-ctx.Done():
-			}
-		}
-	}
-	return res, ctx.Err()
 }
 
 func tableNames(prefix string) (keys, orders string) {
