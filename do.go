@@ -50,9 +50,13 @@ func (s *Store[TTx]) Do(ctx context.Context, req Request, fn Func[TTx]) (Result,
 		}
 		var ferr fnError
 		if errors.As(err, &ferr) {
-			if !retryable(s.d.Classify(ferr.err)) {
+			// The function's own error comes back unchanged, unless it is
+			// one the dialect says a retry may cure.
+			classified := s.d.Classify(ferr.err)
+			if !retryable(classified) {
 				return Result{}, ferr.err
 			}
+			err = classified
 		} else if !retryable(err) {
 			return Result{}, err
 		}

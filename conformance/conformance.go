@@ -98,6 +98,14 @@ func cases[TTx any]() []testCase[TTx] {
 		{"NilTransaction", testNilTx[TTx]},
 		{"FinishedTransaction", testFinishedTx[TTx]},
 		{"LookupOutsideTransaction", testLookup[TTx]},
+		{"CompleteGuardsClaimedRow", testCompleteGuardsClaimedRow[TTx]},
+		{"InFlightRecordOtherBodyIsMismatch", testInFlightMismatch[TTx]},
+		{"CompleteFindsNothingRollsBack", testCompleteFindsNothing[TTx]},
+		{"StatusPolicy", testStatusPolicy[TTx]},
+		{"PurgeBatchSizes", testPurgeBatchSizes[TTx]},
+		{"PurgeBesideTakeover", testPurgeBesideTakeover[TTx]},
+		{"WaitBoundOnlyForClaim", testWaitBoundScope[TTx]},
+		{"SubMillisecondWaitBound", testSubMillisecondWaitBound[TTx]},
 	}
 }
 

@@ -195,10 +195,7 @@ func (d *Dialect) PurgeBatch(ctx context.Context, begin func(context.Context) (d
 	for len(keys) > 0 {
 		chunk := keys[:min(len(keys), 2*purgeChunk)]
 		keys = keys[len(chunk):]
-		// A list of row constructors: the range optimizer reads it as one
-		// range per key (a chain of ORs costs several times more).
-		args := append(make([]any, 0, len(chunk)+1), chunk...)
-		deleted, err := exec(ctx, tx, s.purgeDelete(len(chunk)/2), append(args, now)...)
+		deleted, err := exec(ctx, tx, s.purgeDelete(len(chunk)/2), chunk...)
 		if err != nil {
 			return 0, err
 		}

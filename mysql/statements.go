@@ -40,20 +40,26 @@ type statements struct {
 
 // purgeDelete returns the DELETE of n keys of a purge batch, made once per
 // size (a batch's last chunk may be short). Arguments: scope and key of
-// each row, then now.
+// each row. It names only rows the batch's SELECT ... FOR UPDATE SKIP LOCKED
+// holds, so it needs no expiry condition, and it must reach them by primary
+// key alone: a plain DELETE ... WHERE (scope, idem_key) IN (...) is run as a
+// full scan on a small table, and a scan waits for the lock of every row a
+// claim holds. So the keys are a derived table joined, first, to the records
+// by primary key (eq_ref), whatever the table's size.
 func (s *statements) purgeDelete(n int) string {
 	if q, ok := s.purgeDeletes.Load(n); ok {
 		return q.(string)
 	}
 	var b strings.Builder
-	b.WriteString("DELETE FROM " + s.quoted + " WHERE (scope, idem_key) IN (")
+	b.WriteString("DELETE r FROM (")
 	for i := range n {
-		if i > 0 {
-			b.WriteString(", ")
+		if i == 0 {
+			b.WriteString("SELECT ? AS scope, ? AS idem_key")
+		} else {
+			b.WriteString(" UNION ALL SELECT ?, ?")
 		}
-		b.WriteString("(?, ?)")
 	}
-	b.WriteString(") AND " + expiredAt)
+	b.WriteString(") AS k STRAIGHT_JOIN " + s.quoted + " AS r ON r.scope = k.scope AND r.idem_key = k.idem_key")
 	q, _ := s.purgeDeletes.LoadOrStore(n, b.String())
 	return q.(string)
 }

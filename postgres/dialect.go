@@ -243,8 +243,11 @@ func commitError(err error) error {
 	if err == nil {
 		return nil
 	}
+	// pgconn.SafeToRetry cannot tell here: once the connection is gone pgx
+	// reports even an answer lost after COMMIT left as safe to retry.
+	// Without the server's answer the outcome is unknown.
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) || errors.Is(err, pgx.ErrTxCommitRollback) || errors.Is(err, pgx.ErrTxClosed) || pgconn.SafeToRetry(err) {
+	if errors.As(err, &pe) || errors.Is(err, pgx.ErrTxCommitRollback) || errors.Is(err, pgx.ErrTxClosed) {
 		return err
 	}
 	return dialect.Classified(dialect.ErrCommitUnknown, err)

@@ -86,7 +86,15 @@ type sqlTxn struct {
 	conn *sql.Conn
 }
 
-func (t sqlTxn) Commit(ctx context.Context) error { return commitError(t.SQLTxn.Commit(ctx)) }
+// database/sql refuses to send COMMIT once the transaction's context has
+// ended (and rolls back): that failure is known, not unknown.
+func (t sqlTxn) Commit(ctx context.Context) error {
+	err := t.SQLTxn.Commit(ctx)
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, sql.ErrTxDone) {
+		return err
+	}
+	return commitError(err)
+}
 
 // sendBatch sends b on the pgx connection under the transaction; the
 // server runs it inside the transaction.

@@ -26,9 +26,11 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -141,7 +143,7 @@ func New(db *sql.DB) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Driver{db: db, dialect: NewDialect(), pool: pool, stmts: &stmtCache{db: db}}, nil
+	return &Driver{db: db, dialect: NewDialect(), pool: pool, stmts: newStmtCache(db)}, nil
 }
 
 // ErrPrivateMemory is returned by New for a ":memory:" database opened so
@@ -209,33 +211,54 @@ func (d *Driver) Wrap(tx *sql.Tx) (dialect.Queryer, error) {
 
 // Begin starts a write transaction on a dedicated connection whose
 // busy_timeout is the wait bound, so BEGIN IMMEDIATE waits at most that long
-// for another writer.
+// for another writer. The connection's own busy_timeout is put back when the
+// transaction ends, so other users of the pool keep theirs.
 func (d *Driver) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.Txn[*sql.Tx], error) {
+	// Statements first seen in earlier transactions are prepared here,
+	// while this goroutine holds no connection.
+	d.stmts.prepareWanted(ctx)
 	conn, err := d.db.Conn(ctx)
 	if err != nil {
+		return nil, err
+	}
+	var previous int64
+	if err := conn.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&previous); err != nil {
+		conn.Close()
 		return nil, err
 	}
 	wait := opts.WaitBound
 	if wait <= 0 {
 		wait = DefaultBusyTimeout
 	}
-	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", wait.Milliseconds())); err != nil {
+	if _, err := conn.ExecContext(ctx, busyTimeout(max(wait.Milliseconds(), 1))); err != nil {
 		conn.Close()
 		return nil, err
 	}
+	release := func() {
+		// Bounded, and on a context of its own: the caller's may have ended.
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := conn.ExecContext(rctx, busyTimeout(previous)); err != nil {
+			// The connection would keep the wait bound: drop it instead.
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+		conn.Close()
+	}
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
-		conn.Close()
+		release()
 		return nil, err
 	}
 	q, err := idem.SQL(tx)
 	if err != nil {
 		tx.Rollback()
-		conn.Close()
+		release()
 		return nil, err
 	}
-	return txn{SQLTxn: idem.NewSQLTxn(tx, func() { conn.Close() }), q: txQueryer{Tx: q, tx: tx, cache: d.stmts}}, nil
+	return txn{SQLTxn: idem.NewSQLTxn(tx, release), q: txQueryer{Tx: q, tx: tx, cache: d.stmts}}, nil
 }
+
+func busyTimeout(ms int64) string { return "PRAGMA busy_timeout = " + strconv.FormatInt(ms, 10) }
 
 // DB returns the database the driver runs on.
 func (d *Driver) DB() *sql.DB { return d.db }

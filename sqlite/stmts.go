@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dialect"
@@ -18,45 +16,66 @@ import (
 // prepared: one *sql.Stmt per statement, which database/sql prepares once on
 // each connection and reuses inside transactions (Tx.StmtContext).
 //
-// A statement is prepared on the pool in the background the first time it
-// is needed, never while the caller holds a connection: with a pool of one
-// connection, preparing there would wait for the very connection the caller
-// holds. Until it is ready, the statement runs unprepared.
+// A statement is prepared on the pool, never while the caller holds a
+// connection: with a pool of one connection, preparing there would wait for
+// the very connection the caller holds. So the first time a transaction
+// needs a statement it runs unprepared and is noted; the next Begin, before
+// it takes its connection, prepares what was noted.
 
 // stmtCache holds the dialect's prepared statements for one database.
 type stmtCache struct {
-	db *sql.DB
-	m  sync.Map // query -> *cachedStmt
+	db     *sql.DB
+	mu     sync.Mutex
+	stmts  map[string]*sql.Stmt
+	wanted map[string]bool
 }
 
-type cachedStmt struct{ stmt atomic.Pointer[sql.Stmt] }
+func newStmtCache(db *sql.DB) *stmtCache {
+	return &stmtCache{db: db, stmts: map[string]*sql.Stmt{}, wanted: map[string]bool{}}
+}
 
-// prepareTimeout bounds a background preparation.
-const prepareTimeout = 30 * time.Second
-
-// get returns the prepared statement for query, or nil (and starts
-// preparing it) when it is not ready.
+// get returns the prepared statement for query, or nil (noting it for the
+// next prepareWanted) when it is not prepared yet.
 func (c *stmtCache) get(query string) *sql.Stmt {
-	v, loaded := c.m.LoadOrStore(query, &cachedStmt{})
-	cs := v.(*cachedStmt)
-	if s := cs.stmt.Load(); s != nil {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.stmts[query]; s != nil {
 		return s
 	}
-	if !loaded {
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), prepareTimeout)
-			defer cancel()
-			s, err := c.db.PrepareContext(ctx, query)
-			if err != nil {
-				// Unusable now (the table may not exist yet): a later
-				// request tries again.
-				c.m.Delete(query)
-				return
-			}
-			cs.stmt.Store(s)
-		}()
-	}
+	c.wanted[query] = true
 	return nil
+}
+
+// prepareWanted prepares the statements get was asked for.
+func (c *stmtCache) prepareWanted(ctx context.Context) {
+	c.mu.Lock()
+	if len(c.wanted) == 0 {
+		c.mu.Unlock()
+		return
+	}
+	queries := make([]string, 0, len(c.wanted))
+	for q := range c.wanted {
+		queries = append(queries, q)
+	}
+	c.mu.Unlock()
+	for _, q := range queries {
+		s, err := c.db.PrepareContext(ctx, q)
+		c.mu.Lock()
+		if err != nil {
+			// Not now (its table may be gone); a later get notes it again.
+			delete(c.wanted, q)
+			c.mu.Unlock()
+			continue
+		}
+		if c.stmts[q] == nil {
+			c.stmts[q], s = s, nil
+		}
+		delete(c.wanted, q)
+		c.mu.Unlock()
+		if s != nil {
+			s.Close() // another Begin prepared it first
+		}
+	}
 }
 
 // txQueryer runs statements in a transaction of this driver, the dialect's

@@ -1,0 +1,186 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/idemkit/idem"
+)
+
+// testCompleteGuardsClaimedRow: a Claim stays bound to the record it
+// claimed. Once the key was taken over (here in the same transaction, the
+// store's clock past the retention), Complete on the old Claim must not
+// write the response onto the new owner's record: the completion statement
+// checks the fingerprint and that the record is still in flight.
+func testCompleteGuardsClaimedRow[TTx any](t *testing.T, b Backend[TTx]) {
+	for _, tc := range []struct {
+		name string
+		// takeoverBody is the body of the request that takes the key over.
+		takeoverBody string
+		// ownerFirst completes the new owner before the stale claim tries.
+		ownerFirst bool
+	}{
+		{"another fingerprint took the key over", "new body", false},
+		{"another fingerprint took the key over and completed", "new body", true},
+		{"the same fingerprint took the key over and completed", "old body", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newClock(t0)
+			e := setup(t, b, idem.Config{Retention: retention, Clock: clk.Now})
+			first := request("guard-1", "old body")
+			txn := e.begin()
+			defer txn.Rollback(e.ctx)
+			stale, err := e.store.Claim(e.ctx, txn.Native(), first)
+			if err != nil || stale.Outcome != idem.Won {
+				e.fatalf(first.Key, "first Claim: %+v, %v, want won", stale, err)
+			}
+			clk.add(retention)
+			next := request("guard-1", tc.takeoverBody)
+			owner, err := e.store.Claim(e.ctx, txn.Native(), next)
+			if err != nil || owner.Outcome != idem.Won {
+				e.fatalf(next.Key, "Claim after the retention: %+v, %v, want won (takeover)", owner, err)
+			}
+			if tc.ownerFirst {
+				if err := owner.Complete(e.ctx, created("owner")); err != nil {
+					e.fatalf(next.Key, "owner's Complete: %v", err)
+				}
+			}
+			if err := stale.Complete(e.ctx, created("stale")); !errors.Is(err, idem.ErrNotClaimed) {
+				e.fatalf(first.Key, "Complete of the superseded claim: %v, want ErrNotClaimed", err)
+			}
+			if !tc.ownerFirst {
+				if err := owner.Complete(e.ctx, created("owner")); err != nil {
+					e.fatalf(next.Key, "owner's Complete: %v", err)
+				}
+			}
+			if err := txn.Commit(e.ctx); err != nil {
+				e.fatalf(next.Key, "Commit: %v", err)
+			}
+			rec, err := e.store.Lookup(e.ctx, next.Scope, next.Key)
+			if err != nil {
+				e.fatalf(next.Key, "Lookup: %v", err)
+			}
+			if !rec.Completed || rec.Fingerprint != next.Fingerprint || string(rec.Response.Body) != "owner" {
+				e.fatalf(next.Key, "stored record: completed %v, body %q; want the owner's response", rec.Completed, rec.Response.Body)
+			}
+		})
+	}
+}
+
+// testInFlightMismatch: a key whose record is in flight (here: claimed and
+// committed without Complete) answers a different fingerprint with Mismatch,
+// not InFlight, on both paths, and does no work.
+func testInFlightMismatch[TTx any](t *testing.T, b Backend[TTx]) {
+	e := setup(t, b, idem.Config{})
+	req := request("abandoned-2", "first body")
+	txn := e.begin()
+	claim, err := e.store.Claim(e.ctx, txn.Native(), req)
+	if err != nil || claim.Outcome != idem.Won {
+		e.fatalf(req.Key, "Claim: %+v, %v", claim, err)
+	}
+	if err := txn.Commit(e.ctx); err != nil {
+		e.fatalf(req.Key, "Commit: %v", err)
+	}
+	other := request("abandoned-2", "second body")
+	res := e.do(e.store, other, e.work("abandoned-2", created("x")))
+	if res.Outcome != idem.Mismatch || res.Committed || res.Record.Completed || res.Record.Fingerprint != req.Fingerprint {
+		e.fatalf(req.Key, "Do with another body on an in-flight record: %+v, want mismatch naming the stored fingerprint", res)
+	}
+	txn = e.begin()
+	defer txn.Rollback(e.ctx)
+	c, err := e.store.Claim(e.ctx, txn.Native(), other)
+	if err != nil || c.Outcome != idem.Mismatch {
+		e.fatalf(req.Key, "Claim with another body on an in-flight record: %+v, %v, want mismatch", c, err)
+	}
+	if n := e.effectCount("abandoned-2"); n != 0 {
+		e.fatalf(req.Key, "effects = %d, want 0", n)
+	}
+}
+
+// testStatusPolicy: every status below 500 is stored and replays; 500 to 599
+// are returned but rolled back (the retry does the work again) unless
+// Config.StoreServerErrors is set.
+func testStatusPolicy[TTx any](t *testing.T, b Backend[TTx]) {
+	e := setup(t, b, idem.Config{})
+	storing, err := idem.New(e.driver, idem.Config{Table: e.table, WaitBound: e.store.Config().WaitBound, StoreServerErrors: true})
+	if err != nil {
+		t.Fatalf("[%s] idem.New: %v", e.name, err)
+	}
+	for _, tc := range []struct {
+		status      int
+		storeErrors bool
+		stored      bool
+	}{
+		{200, false, true},
+		{302, false, true},
+		{400, false, true},
+		{404, false, true},
+		{409, false, true},
+		{422, false, true},
+		{499, false, true},
+		{500, false, false},
+		{503, false, false},
+		{599, false, false},
+		{500, true, true},
+		{599, true, true},
+	} {
+		store, label := e.store, fmt.Sprintf("status-%d", tc.status)
+		if tc.storeErrors {
+			store, label = storing, label+"-kept"
+		}
+		req := request(label, "x")
+		resp := idem.Response{Status: tc.status, Body: []byte(label)}
+		res := e.do(store, req, e.work(label, resp))
+		if res.Outcome != idem.Won || res.Committed != tc.stored || res.Response.Status != tc.status {
+			e.errorf(req.Key, "status %d: %v committed %v, want won, committed %v", tc.status, res.Outcome, res.Committed, tc.stored)
+			continue
+		}
+		_, lerr := e.store.Lookup(e.ctx, req.Scope, req.Key)
+		if tc.stored != (lerr == nil) {
+			e.errorf(req.Key, "status %d: Lookup = %v, want stored=%v", tc.status, lerr, tc.stored)
+		}
+		again := e.do(store, req, e.work(label, created("again")))
+		switch {
+		case tc.stored && (again.Outcome != idem.Replay || again.Response.Status != tc.status || string(again.Response.Body) != label):
+			e.errorf(req.Key, "status %d again: %v %d %q, want a replay of it", tc.status, again.Outcome, again.Response.Status, again.Response.Body)
+		case !tc.stored && (again.Outcome != idem.Won || !again.Committed):
+			e.errorf(req.Key, "status %d again: %v, want won (the 5xx was rolled back)", tc.status, again.Outcome)
+		}
+		if n := e.effectCount(label); n != 1 {
+			e.errorf(req.Key, "status %d: effects = %d, want 1", tc.status, n)
+		}
+	}
+}
+
+// testCompleteFindsNothing: when the completion finds no in-flight record to
+// store the response on (here the function removed it; on some backends the
+// completion only runs at COMMIT), Do fails with ErrNotClaimed and the
+// effect does not commit without its record.
+func testCompleteFindsNothing[TTx any](t *testing.T, b Backend[TTx]) {
+	e := setup(t, b, idem.Config{})
+	req := request("vanished-1", "x")
+	_, err := e.store.Do(e.ctx, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
+		if err := e.effect(ctx, tx, "vanished-1"); err != nil {
+			return idem.Response{}, err
+		}
+		q, err := e.driver.Wrap(tx)
+		if err != nil {
+			return idem.Response{}, err
+		}
+		if _, err := q.Exec(ctx, "DELETE FROM "+e.table); err != nil {
+			return idem.Response{}, err
+		}
+		return created("x"), nil
+	})
+	if !errors.Is(err, idem.ErrNotClaimed) {
+		e.fatalf(req.Key, "Do whose record vanished before Complete: %v, want ErrNotClaimed", err)
+	}
+	if n := e.records() + e.effectCount("vanished-1"); n != 0 {
+		e.fatalf(req.Key, "rows after the failed completion = %d, want 0 (rolled back)", n)
+	}
+	if r := e.do(e.store, req, e.work("vanished-1", created("ok"))); r.Outcome != idem.Won || !r.Committed {
+		e.fatalf(req.Key, "Do afterwards: %v, want won", r.Outcome)
+	}
+}

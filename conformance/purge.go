@@ -1,0 +1,113 @@
+package conformance
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+// testPurgeBatchSizes: every batch deletes at most Config.PurgeBatch
+// records, and Purge stops after the first batch that was not full.
+func testPurgeBatchSizes[TTx any](t *testing.T, b Backend[TTx]) {
+	for _, tc := range []struct {
+		expired, batch, wantBatches int
+	}{
+		{0, 5, 1},
+		{4, 5, 1},
+		{5, 5, 2},
+		{6, 5, 2},
+		{10, 5, 3},
+		{11, 4, 3},
+		{12, 4, 4},
+	} {
+		t.Run(fmt.Sprintf("%d-expired-by-%d", tc.expired, tc.batch), func(t *testing.T) {
+			clk := newClock(t0)
+			e := setup(t, b, idem.Config{Retention: retention, Clock: clk.Now, PurgeBatch: tc.batch})
+			for i := range tc.expired {
+				e.do(e.store, request(keyN("old", i), "x"), e.work("batch-old", created("old")))
+			}
+			clk.add(retention)
+			live := request("live", "x")
+			e.do(e.store, live, e.work("batch-live", created("live")))
+			res, err := e.store.Purge(e.ctx)
+			if err != nil {
+				e.fatalf("old-*", "Purge: %v", err)
+			}
+			if res.Deleted != int64(tc.expired) || res.Batches != tc.wantBatches {
+				e.fatalf("old-*", "Purge = %+v, want %d deleted in %d batches of at most %d", res, tc.expired, tc.wantBatches, tc.batch)
+			}
+			if n := e.records(); n != 1 {
+				e.fatalf(live.Key, "records after purge = %d, want only the live one", n)
+			}
+		})
+	}
+}
+
+// testPurgeBesideTakeover: a purge that runs while a claim is taking over
+// an expired record (its transaction still open) deletes the other expired
+// records but never the one being taken over, whether the backend lets it
+// skip the held row or makes it wait.
+func testPurgeBesideTakeover[TTx any](t *testing.T, b Backend[TTx]) {
+	const stale = 3
+	clk := newClock(t0)
+	e := setup(t, b, idem.Config{Retention: retention, Clock: clk.Now})
+	old := request("taken-over", "old body")
+	e.do(e.store, old, e.work("purge-old", created("old")))
+	for i := range stale {
+		e.do(e.store, request(keyN("stale", i), "x"), e.work("purge-stale", created("stale")))
+	}
+	clk.add(retention) // everything has expired
+
+	next := request("taken-over", "new body")
+	claim, finish := e.holdClaim(next, "purge-new") // the takeover, still open
+	type purged struct {
+		res idem.PurgeResult
+		err error
+	}
+	ch := make(chan purged, 1)
+	go func() {
+		res, err := e.store.Purge(e.ctx)
+		ch <- purged{res, err}
+	}()
+	// With row locks, purge skips the held row and returns without waiting
+	// for the claim; with a database write lock (SQLite) it can only wait.
+	skips := !e.driver.Dialect().Capabilities().DatabaseWriteLock
+	wait := 300 * time.Millisecond
+	if skips {
+		wait = 20 * time.Second
+	}
+	var p purged
+	select {
+	case p = <-ch:
+	case <-time.After(wait):
+		if skips {
+			e.fatalf(next.Key, "Purge waited for the claim holding an expired row; it must skip rows other transactions hold")
+		}
+	}
+	if err := claim.Complete(e.ctx, created("new")); err != nil {
+		e.fatalf(next.Key, "Complete: %v", err)
+	}
+	finish(true)
+	if p == (purged{}) {
+		select {
+		case p = <-ch:
+		case <-time.After(time.Minute):
+			e.fatalf(next.Key, "Purge did not return after the takeover committed")
+		}
+	}
+	if p.err != nil || p.res.Deleted != stale {
+		e.fatalf(next.Key, "Purge beside the takeover: %+v, %v, want the %d other expired records deleted", p.res, p.err, stale)
+	}
+	rec, err := e.store.Lookup(e.ctx, next.Scope, next.Key)
+	if err != nil || !rec.Completed || rec.Fingerprint != next.Fingerprint || string(rec.Response.Body) != "new" {
+		e.fatalf(next.Key, "taken-over record after purge: %+v, %v, want the new response", rec, err)
+	}
+	if n := e.records(); n != 1 {
+		e.fatalf(next.Key, "records = %d, want only the taken-over one", n)
+	}
+	if n := e.effectCount("purge-new"); n != 1 {
+		e.fatalf(next.Key, "effects = %d, want 1", n)
+	}
+}

@@ -1,0 +1,98 @@
+package conformance
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+// testWaitBoundScope: the wait bound applies to the claim only, whether it
+// inserted the record or took an expired one over. The function's own
+// statements afterwards wait for locks as the transaction would without
+// idem (here: without limit).
+func testWaitBoundScope[TTx any](t *testing.T, b Backend[TTx]) {
+	const bound = 200 * time.Millisecond
+	for _, tc := range []struct {
+		name     string
+		takeover bool
+	}{
+		{"fresh key", false},
+		{"expired key taken over", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newClock(t0)
+			e := setup(t, b, idem.Config{WaitBound: bound, Retention: retention, Clock: clk.Now})
+			if e.driver.Dialect().Capabilities().DatabaseWriteLock {
+				t.Skipf("[%s] writers wait on the whole database: no row lock to wait for after the claim", e.name)
+			}
+			req := request("bound-scope", "x")
+			if tc.takeover {
+				e.do(e.store, req, e.work("bound-scope-old", created("old")))
+				clk.add(retention)
+			}
+			e.exec(e.driver.Pool(), "INSERT INTO "+e.effects+" (k) VALUES ('row-lock')")
+			lockRow := "UPDATE " + e.effects + " SET k = 'row-lock' WHERE k = 'row-lock'"
+			holder := e.begin()
+			defer holder.Rollback(e.ctx)
+			hq, err := e.driver.Wrap(holder.Native())
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			e.exec(hq, lockRow)
+
+			ch := e.goDo(e.ctx, e.store, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
+				q, err := e.driver.Wrap(tx)
+				if err != nil {
+					return idem.Response{}, err
+				}
+				if _, err := q.Exec(ctx, lockRow); err != nil { // waits for holder
+					return idem.Response{}, err
+				}
+				if err := e.effect(ctx, tx, "bound-scope"); err != nil {
+					return idem.Response{}, err
+				}
+				return created("ok"), nil
+			})
+			select {
+			case o := <-ch:
+				e.fatalf(req.Key, "the function's statement stopped waiting after %v (%+v, %v): the claim's wait bound %v leaked into it", o.elapsed, o.res, o.err, bound)
+			case <-time.After(5 * bound):
+			}
+			if err := holder.Rollback(e.ctx); err != nil {
+				e.fatalf(req.Key, "holder's Rollback: %v", err)
+			}
+			o := e.await(req.Key, ch, time.Minute)
+			if o.err != nil || o.res.Outcome != idem.Won || !o.res.Committed {
+				e.fatalf(req.Key, "Do after the lock was released: %+v, %v, want won", o.res, o.err)
+			}
+			if n := e.effectCount("bound-scope"); n != 1 {
+				e.fatalf(req.Key, "effects = %d, want 1", n)
+			}
+		})
+	}
+}
+
+// testSubMillisecondWaitBound: a wait bound below one millisecond is still a
+// bound: it must not turn into "wait forever" (PostgreSQL's lock_timeout 0,
+// for example).
+func testSubMillisecondWaitBound[TTx any](t *testing.T, b Backend[TTx]) {
+	e := setup(t, b, idem.Config{WaitBound: 100 * time.Microsecond})
+	req := request("tiny-bound", "x")
+	claim, finish := e.holdClaim(req, "tiny-bound")
+	o := e.await(req.Key, e.goDo(e.ctx, e.store, req, e.work("tiny-bound", created("loser"))), 15*time.Second)
+	if o.err != nil || o.res.Outcome != idem.InFlight {
+		e.fatalf(req.Key, "loser with a 100µs bound: %+v, %v, want in-flight", o.res, o.err)
+	}
+	if o.elapsed > 5*time.Second {
+		e.fatalf(req.Key, "loser gave up after %v, want promptly", o.elapsed)
+	}
+	if err := claim.Complete(e.ctx, created("winner")); err != nil {
+		e.fatalf(req.Key, "Complete: %v", err)
+	}
+	finish(true)
+	if n := e.effectCount("tiny-bound"); n != 1 {
+		e.fatalf(req.Key, "effects = %d, want 1", n)
+	}
+}

@@ -1,0 +1,508 @@
+package idem_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/dialect"
+)
+
+func fakeRequest(key string) idem.Request {
+	return idem.Request{Scope: "tenant-1 POST /orders", Key: key, Fingerprint: idem.FingerprintRequest("POST", "/orders", []byte(key))}
+}
+
+// TestDoControlFlow drives Do against a scripted driver: which errors are
+// retried, what is returned unchanged, when the transaction commits, and that
+// every transaction begun is ended.
+func TestDoControlFlow(t *testing.T) {
+	boom := errors.New("payment provider said no")
+	req := fakeRequest("k1")
+	other := idem.FingerprintRequest("POST", "/orders", []byte("another body"))
+	ok := idem.Response{Status: http.StatusCreated, Body: []byte("created")}
+
+	type want struct {
+		outcome   idem.Outcome
+		committed bool
+		err       []error // each must match errors.Is; nil: no error
+		same      error   // when set, the error must be exactly this value
+		calls     int     // runs of fn
+		begins    int
+		completes int
+		commits   int
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  idem.Config
+		// script sets up the driver; cancel cancels the context Do runs in.
+		script func(f *fakeDriver, cancel context.CancelFunc)
+		// fn answers call n (from 1).
+		fn   func(n int) (idem.Response, error)
+		nilF bool
+		req  *idem.Request
+		want want
+	}{
+		{
+			name: "won and committed",
+			fn:   func(int) (idem.Response, error) { return ok, nil },
+			want: want{outcome: idem.Won, committed: true, calls: 1, begins: 1, completes: 1, commits: 1},
+		},
+		{
+			name: "function error is returned unchanged, rolled back, not retried",
+			fn:   func(int) (idem.Response, error) { return idem.Response{}, boom },
+			want: want{same: boom, calls: 1, begins: 1},
+		},
+		{
+			name: "wrapped function error is returned unchanged",
+			fn: func(int) (idem.Response, error) {
+				return idem.Response{}, fmt.Errorf("charge: %w", boom)
+			},
+			want: want{err: []error{boom}, calls: 1, begins: 1},
+		},
+		{
+			name: "raw driver error from the function is classified and retried",
+			cfg:  idem.Config{MaxAttempts: 3},
+			fn: func(n int) (idem.Response, error) {
+				if n < 3 {
+					return idem.Response{}, errRawSerialization
+				}
+				return ok, nil
+			},
+			want: want{outcome: idem.Won, committed: true, calls: 3, begins: 3, completes: 1, commits: 1},
+		},
+		{
+			name: "raw deadlock from the function is retried until attempts run out",
+			cfg:  idem.Config{MaxAttempts: 2},
+			fn:   func(int) (idem.Response, error) { return idem.Response{}, errRawDeadlock },
+			// The function's error is kept as the cause, with its
+			// classification, like errors from idem's own statements.
+			want: want{err: []error{idem.ErrRetriesExhausted, errRawDeadlock, idem.ErrDeadlock}, calls: 2, begins: 2},
+		},
+		{
+			name: "retryable claim error retries the transaction",
+			cfg:  idem.Config{MaxAttempts: 3},
+			script: func(f *fakeDriver, _ context.CancelFunc) {
+				f.claim = func(_ context.Context, n int, _ dialect.ClaimArgs) (dialect.ClaimResult, error) {
+					if n == 1 {
+						return dialect.ClaimResult{}, errRawSerialization
+					}
+					return dialect.ClaimResult{Won: true}, nil
+				}
+			},
+			fn:   func(int) (idem.Response, error) { return ok, nil },
+			want: want{outcome: idem.Won, committed: true, calls: 1, begins: 2, completes: 1, commits: 1},
+		},
+		{
+			name: "non-retryable claim error is not retried",
+			cfg:  idem.Config{MaxAttempts: 5},
+			script: func(f *fakeDriver, _ context.CancelFunc) {
+				f.claim = func(context.Context, int, dialect.ClaimArgs) (dialect.ClaimResult, error) {
+					return dialect.ClaimResult{}, errors.New("fake: relation does not exist")
+				}
+			},
+			fn:   func(int) (idem.Response, error) { return ok, nil },
+			want: want{err: []error{}, begins: 1},
+		},
+		{
+			name: "non-retryable complete error is not retried",
+			cfg:  idem.Config{MaxAttempts: 5},
+			script: func(f *fakeDriver, _ context.CancelFunc) {
+				f.complete = func(dialect.CompleteArgs) error {
+					return dialect.Classified(dialect.ErrTooLarge, errors.New("fake: value too long"))
+				}
+			},
+			fn:   func(int) (idem.Response, error) { return ok, nil },
+			want: want{err: []error{idem.ErrTooLarge}, calls: 1, begins: 1},
+		},
+		{
+			name: "invalid response is not retried and stores nothing",
+			cfg:  idem.Config{MaxAttempts: 5},
+			fn:   func(int) (idem.Response, error) { return idem.Response{Status: 600}, nil },
+			want: want{err: []error{idem.ErrInvalidResponse}, calls: 1, begins: 1},
+		},
+		{
+			name: "response too large is not retried",
+			cfg:  idem.Config{MaxAttempts: 5, MaxBody: 4},
+			fn:   func(int) (idem.Response, error) { return idem.Response{Status: 200, Body: []byte("12345")}, nil },
+			want: want{err: []error{idem.ErrResponseTooLarge}, calls: 1, begins: 1},
+		},
+		{
+			name: "commit with unknown outcome is reported, not retried",
+			cfg:  idem.Config{MaxAttempts: 5},
+			script: func(f *fakeDriver, _ context.CancelFunc) {
+				f.commitErr = errRawCommitLost
+			},
+			fn:   func(int) (idem.Response, error) { return ok, nil },
+			want: want{err: []error{idem.ErrCommitUnknown, errRawCommitLost}, calls: 1, begins: 1, completes: 1, commits: 1},
+		},
+		{
+			name: "lock timeout during the claim is in flight",
+			script: func(f *fakeDriver, _ context.CancelFunc) {
+				f.claim = func(context.Context, int, dialect.ClaimArgs) (dialect.ClaimResult, error) {
+					return dialect.ClaimResult{}, errRawLockTimeout
+				}
+			},
+			fn:   func(int) (idem.Response, error) { return ok, nil },
+			want: want{outcome: idem.InFlight, begins: 1},
+		},
+		{
+			name: "lock timeout at begin is in flight",
+			script: func(f *fakeDriver, _ context.CancelFunc) {
+				f.beginErr = func(int) error { return errRawLockTimeout }
+			},
+			fn:   func(int) (idem.Response, error) { return ok, nil },
+			want: want{outcome: idem.InFlight, begins: 1},
+		},
+		{
+			name: "cancelled context while waiting is an error, not in flight",
+			script: func(f *fakeDriver, cancel context.CancelFunc) {
+				f.claim = func(ctx context.Context, _ int, _ dialect.ClaimArgs) (dialect.ClaimResult, error) {
+					cancel() // the caller gave up while the claim waited
+					return dialect.ClaimResult{}, errRawLockTimeout
+				}
+			},
+			fn:   func(int) (idem.Response, error) { return ok, nil },
+			want: want{err: []error{context.Canceled}, begins: 1},
+		},
+		{
+			name: "cancelled context at begin is an error, not in flight",
+			script: func(f *fakeDriver, cancel context.CancelFunc) {
+				f.beginErr = func(int) error { cancel(); return errRawLockTimeout }
+			},
+			fn:   func(int) (idem.Response, error) { return ok, nil },
+			want: want{err: []error{context.Canceled}, begins: 1},
+		},
+		{
+			name: "completed record with the same fingerprint replays",
+			script: func(f *fakeDriver, _ context.CancelFunc) {
+				f.claim = func(context.Context, int, dialect.ClaimArgs) (dialect.ClaimResult, error) {
+					return dialect.ClaimResult{Record: dialect.Record{Key: "k1", Fingerprint: req.Fingerprint[:], State: dialect.Completed, Status: 201, Body: []byte("stored")}}, nil
+				}
+			},
+			fn:   func(int) (idem.Response, error) { return ok, nil },
+			want: want{outcome: idem.Replay, begins: 1},
+		},
+		{
+			name: "completed record with another fingerprint is a mismatch",
+			script: func(f *fakeDriver, _ context.CancelFunc) {
+				f.claim = func(context.Context, int, dialect.ClaimArgs) (dialect.ClaimResult, error) {
+					return dialect.ClaimResult{Record: dialect.Record{Key: "k1", Fingerprint: other[:], State: dialect.Completed, Status: 201}}, nil
+				}
+			},
+			fn:   func(int) (idem.Response, error) { return ok, nil },
+			want: want{outcome: idem.Mismatch, begins: 1},
+		},
+		{
+			name: "in-flight record with another fingerprint is a mismatch",
+			script: func(f *fakeDriver, _ context.CancelFunc) {
+				f.claim = func(context.Context, int, dialect.ClaimArgs) (dialect.ClaimResult, error) {
+					return dialect.ClaimResult{Record: dialect.Record{Key: "k1", Fingerprint: other[:], State: dialect.InFlight}}, nil
+				}
+			},
+			fn:   func(int) (idem.Response, error) { return ok, nil },
+			want: want{outcome: idem.Mismatch, begins: 1},
+		},
+		{
+			name: "in-flight record with the same fingerprint is in flight",
+			script: func(f *fakeDriver, _ context.CancelFunc) {
+				f.claim = func(context.Context, int, dialect.ClaimArgs) (dialect.ClaimResult, error) {
+					return dialect.ClaimResult{Record: dialect.Record{Key: "k1", Fingerprint: req.Fingerprint[:], State: dialect.InFlight}}, nil
+				}
+			},
+			fn:   func(int) (idem.Response, error) { return ok, nil },
+			want: want{outcome: idem.InFlight, begins: 1},
+		},
+		{
+			name: "stored fingerprint of the wrong size is an error",
+			script: func(f *fakeDriver, _ context.CancelFunc) {
+				f.claim = func(context.Context, int, dialect.ClaimArgs) (dialect.ClaimResult, error) {
+					return dialect.ClaimResult{Record: dialect.Record{Key: "k1", Fingerprint: req.Fingerprint[:31], State: dialect.Completed}}, nil
+				}
+			},
+			fn:   func(int) (idem.Response, error) { return ok, nil },
+			want: want{err: []error{}, begins: 1},
+		},
+		{
+			name: "nil function is refused before anything begins",
+			nilF: true,
+			want: want{err: []error{idem.ErrInvalidConfig}},
+		},
+		{
+			name: "invalid key is refused before anything begins",
+			req:  &idem.Request{Scope: "s", Key: "bad\x7f"},
+			fn:   func(int) (idem.Response, error) { return ok, nil },
+			want: want{err: []error{idem.ErrInvalidKey}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store, f, err := newFakeStore(tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if tc.script != nil {
+				tc.script(f, cancel)
+			}
+			calls := 0
+			var fn idem.Func[*fakeTx]
+			if !tc.nilF {
+				fn = func(ctx context.Context, tx *fakeTx) (idem.Response, error) {
+					calls++
+					if tx == nil || tx.committed || tx.rolledBack {
+						t.Errorf("function got transaction %+v, want an open one", tx)
+					}
+					return tc.fn(calls)
+				}
+			}
+			r := req
+			if tc.req != nil {
+				r = *tc.req
+			}
+			res, err := store.Do(ctx, r, fn)
+
+			w := tc.want
+			switch {
+			case w.same != nil:
+				if err != w.same {
+					t.Errorf("Do error = %v (%T), want exactly %v", err, err, w.same)
+				}
+			case w.err == nil:
+				if err != nil {
+					t.Errorf("Do error = %v, want none", err)
+				}
+			default:
+				if err == nil {
+					t.Errorf("Do error = nil, want one matching %v", w.err)
+				}
+				for _, target := range w.err {
+					if !errors.Is(err, target) {
+						t.Errorf("Do error = %v, want errors.Is %v", err, target)
+					}
+				}
+			}
+			if err == nil {
+				if res.Outcome != w.outcome || res.Committed != w.committed {
+					t.Errorf("Do = %v committed %v, want %v committed %v", res.Outcome, res.Committed, w.outcome, w.committed)
+				}
+			} else if res.Outcome != 0 || res.Committed {
+				t.Errorf("Do returned %+v with its error, want a zero Result", res)
+			}
+			if w.outcome == idem.Replay && (res.Response.Status != 201 || string(res.Response.Body) != "stored") {
+				t.Errorf("replayed %d %q, want the stored 201 %q", res.Response.Status, res.Response.Body, "stored")
+			}
+			if calls != w.calls {
+				t.Errorf("function ran %d times, want %d", calls, w.calls)
+			}
+			if got := f.begins(); got != w.begins {
+				t.Errorf("%d transactions begun, want %d", got, w.begins)
+			}
+			if len(f.completes) != w.completes {
+				t.Errorf("Complete ran %d times, want %d", len(f.completes), w.completes)
+			}
+			if f.commits != w.commits {
+				t.Errorf("%d commits, want %d", f.commits, w.commits)
+			}
+			if n := f.openTxs(); n != 0 {
+				t.Errorf("%d transactions left open", n)
+			}
+		})
+	}
+}
+
+// TestDoStatusPolicy: responses below 500 are stored and committed; 500 to
+// 599 are returned but rolled back unless Config.StoreServerErrors.
+func TestDoStatusPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		status      int
+		storeErrors bool
+		stored      bool
+	}{
+		{100, false, true},
+		{200, false, true},
+		{204, false, true},
+		{301, false, true},
+		{400, false, true},
+		{404, false, true},
+		{409, false, true},
+		{422, false, true},
+		{499, false, true},
+		{500, false, false},
+		{502, false, false},
+		{503, false, false},
+		{599, false, false},
+		{500, true, true},
+		{599, true, true},
+	} {
+		t.Run(fmt.Sprintf("%d/store-server-errors=%v", tc.status, tc.storeErrors), func(t *testing.T) {
+			store, f, err := newFakeStore(idem.Config{StoreServerErrors: tc.storeErrors})
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp := idem.Response{Status: tc.status, Body: []byte("b")}
+			res, err := store.Do(context.Background(), fakeRequest("k"), func(context.Context, *fakeTx) (idem.Response, error) {
+				return resp, nil
+			})
+			if err != nil {
+				t.Fatalf("Do: %v", err)
+			}
+			if res.Outcome != idem.Won || res.Response.Status != tc.status {
+				t.Errorf("Do = %v %d, want won %d", res.Outcome, res.Response.Status, tc.status)
+			}
+			if res.Committed != tc.stored || (len(f.completes) == 1) != tc.stored || (f.commits == 1) != tc.stored {
+				t.Errorf("status %d: committed %v, %d completes, %d commits; want stored=%v",
+					tc.status, res.Committed, len(f.completes), f.commits, tc.stored)
+			}
+			if n := f.openTxs(); n != 0 {
+				t.Errorf("%d transactions left open", n)
+			}
+		})
+	}
+}
+
+// TestDoPanicRollsBack: a panicking function leaves no open transaction and
+// the panic propagates.
+func TestDoPanicRollsBack(t *testing.T) {
+	store, f, err := newFakeStore(idem.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() {
+			if r := recover(); r != "handler bug" {
+				t.Errorf("recovered %v, want the function's panic", r)
+			}
+		}()
+		_, _ = store.Do(context.Background(), fakeRequest("k"), func(context.Context, *fakeTx) (idem.Response, error) {
+			panic("handler bug")
+		})
+	}()
+	if f.commits != 0 || f.openTxs() != 0 {
+		t.Errorf("after panic: %d commits, %d open transactions; want 0 and 0", f.commits, f.openTxs())
+	}
+}
+
+// TestDoRetryWaitObeysContext: a context that ends during the backoff
+// between attempts stops Do with the context's error and the last cause.
+func TestDoRetryWaitObeysContext(t *testing.T) {
+	store, f, err := newFakeStore(idem.Config{MaxAttempts: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = store.Do(ctx, fakeRequest("k"), func(context.Context, *fakeTx) (idem.Response, error) {
+		return idem.Response{}, errRawSerialization
+	})
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, errRawSerialization) {
+		t.Errorf("Do = %v, want context.DeadlineExceeded and the last attempt's error", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Do returned %v after its context ended", d)
+	}
+	if f.openTxs() != 0 {
+		t.Errorf("%d transactions left open", f.openTxs())
+	}
+}
+
+// TestPurgeBatches: Purge runs batches of Config.PurgeBatch until one comes
+// back short, retries a batch on retryable errors, and begins each batch as
+// a purge transaction.
+func TestPurgeBatches(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		batch       int
+		steps       []purgeStep
+		wantDeleted int64
+		wantBatches int
+		wantErr     error
+	}{
+		{"nothing to delete", 7, []purgeStep{{n: 0}}, 0, 1, nil},
+		{"short first batch", 7, []purgeStep{{n: 6}}, 6, 1, nil},
+		{"full batches then a short one", 7, []purgeStep{{n: 7}, {n: 7}, {n: 1}}, 15, 3, nil},
+		{"full batches then an empty one", 7, []purgeStep{{n: 7}, {n: 7}, {n: 0}}, 14, 3, nil},
+		{"retryable error retries the batch", 7, []purgeStep{{n: 7}, {err: errRawSerialization}, {n: 3}}, 10, 2, nil},
+		{"other error stops", 7, []purgeStep{{n: 7}, {err: errors.New("fake: disk I/O error")}}, 7, 1, errors.New("")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store, f, err := newFakeStore(idem.Config{PurgeBatch: tc.batch})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.purge = tc.steps
+			res, err := store.Purge(context.Background())
+			if (err != nil) != (tc.wantErr != nil) {
+				t.Fatalf("Purge error = %v, want error: %v", err, tc.wantErr != nil)
+			}
+			if res.Deleted != tc.wantDeleted || res.Batches != tc.wantBatches {
+				t.Errorf("Purge = %+v, want %d deleted in %d batches", res, tc.wantDeleted, tc.wantBatches)
+			}
+			if len(f.purges) != len(tc.steps) {
+				t.Errorf("PurgeBatch ran %d times, want %d", len(f.purges), len(tc.steps))
+			}
+			for i, a := range f.purges {
+				if a.Limit != tc.batch {
+					t.Errorf("batch %d: Limit %d, want %d", i+1, a.Limit, tc.batch)
+				}
+			}
+			for _, tx := range f.txs {
+				if !tx.opts.Purge {
+					t.Errorf("transaction %d begun without BeginOptions.Purge", tx.n)
+				}
+			}
+			if f.openTxs() != 0 {
+				t.Errorf("%d transactions left open", f.openTxs())
+			}
+		})
+	}
+}
+
+// TestPurgeDutyCycle: Purge pauses after each full batch so that batches
+// take only Config.PurgeDutyCycle of the time, and not after the last one.
+func TestPurgeDutyCycle(t *testing.T) {
+	const took = 20 * time.Millisecond
+	steps := []purgeStep{{n: 5, took: took}, {n: 5, took: took}, {n: 1, took: took}}
+	for _, tc := range []struct {
+		duty     float64
+		min, max time.Duration
+	}{
+		// 3 batches; 2 pauses of took*(1-d)/d.
+		{1, 3 * took, 3*took + 150*time.Millisecond},
+		{0.25, 3*took + 2*3*took, 3*took + 2*3*took + 300*time.Millisecond},
+	} {
+		store, f, err := newFakeStore(idem.Config{PurgeBatch: 5, PurgeDutyCycle: tc.duty})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.purge = steps
+		start := time.Now()
+		res, err := store.Purge(context.Background())
+		elapsed := time.Since(start)
+		if err != nil || res.Deleted != 11 {
+			t.Fatalf("duty %v: Purge = %+v, %v", tc.duty, res, err)
+		}
+		if elapsed < tc.min || elapsed > tc.max {
+			t.Errorf("duty %v: Purge took %v, want between %v and %v", tc.duty, elapsed, tc.min, tc.max)
+		}
+	}
+	// A pause ends when the context does.
+	store, f, err := newFakeStore(idem.Config{PurgeBatch: 5, PurgeDutyCycle: 0.01})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.purge = steps
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := store.Purge(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Purge with a context ending during a pause: %v, want DeadlineExceeded", err)
+	}
+	if elapsed := time.Since(start); elapsed > time.Second {
+		t.Errorf("Purge returned %v after its context ended", elapsed-100*time.Millisecond)
+	}
+}
