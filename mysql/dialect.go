@@ -20,7 +20,7 @@ type Dialect struct {
 	// perStatementWait: the server has SET STATEMENT (MariaDB), so the
 	// claim's statements carry their lock wait timeout.
 	perStatementWait bool
-	stmts            sync.Map // table name -> *statements
+	stmts            *dialect.Statements[statements]
 	bounds           sync.Map // boundKey -> *claimStatements
 }
 
@@ -28,7 +28,9 @@ var _ dialect.Dialect = (*Dialect)(nil)
 
 // NewDialect returns the dialect for a server whose max_allowed_packet is
 // maxAllowedPacket (0 if unknown: no size check before sending).
-func NewDialect(maxAllowedPacket int64) *Dialect { return &Dialect{maxPacket: maxAllowedPacket} }
+func NewDialect(maxAllowedPacket int64) *Dialect {
+	return &Dialect{maxPacket: maxAllowedPacket, stmts: dialect.NewStatements(newStatements)}
+}
 
 // Name returns "mysql".
 func (*Dialect) Name() string { return "mysql" }
@@ -39,7 +41,7 @@ func (*Dialect) Capabilities() dialect.Capabilities { return dialect.Capabilitie
 // Schema returns the CREATE TABLE statement (the expiry index is part of it;
 // MySQL has no CREATE INDEX IF NOT EXISTS).
 func (d *Dialect) Schema(t dialect.Table) []string {
-	return []string{d.statements(t).createTable}
+	return []string{d.stmts.For(t).createTable}
 }
 
 // Claim inserts the in-flight record. A duplicate key means another
@@ -52,7 +54,7 @@ func (d *Dialect) Schema(t dialect.Table) []string {
 // InnoDB's variables), so there the session's value is set around the claim
 // and put back after it.
 func (d *Dialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ClaimArgs) (res dialect.ClaimResult, err error) {
-	s := d.statements(t)
+	s := d.stmts.For(t)
 	secs := lockWaitSeconds(a.WaitBound)
 	c := &s.claim
 	if d.perStatementWait {
@@ -110,7 +112,7 @@ func (d *Dialect) Complete(ctx context.Context, q dialect.Queryer, t dialect.Tab
 		return dialect.Classified(dialect.ErrTooLarge,
 			fmt.Errorf("mysql: response of %d bytes does not fit the server's max_allowed_packet of %d", size, d.maxPacket))
 	}
-	n, err := exec(ctx, q, d.statements(t).complete, a.Status, a.Header, a.Body, a.Scope, a.Key, a.Fingerprint)
+	n, err := exec(ctx, q, d.stmts.For(t).complete, a.Status, a.Header, a.Body, a.Scope, a.Key, a.Fingerprint)
 	if err != nil {
 		return err
 	}
@@ -126,7 +128,7 @@ const packetOverhead = 4096
 
 // Lookup reads the live record with a plain (consistent) read.
 func (d *Dialect) Lookup(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LookupArgs) (dialect.Record, bool, error) {
-	rec, expired, found, err := d.read(ctx, q, d.statements(t).read, a.Scope, a.Key, clock(a.Now))
+	rec, expired, found, err := d.read(ctx, q, d.stmts.For(t).read, a.Scope, a.Key, clock(a.Now))
 	if err != nil || !found || expired {
 		return dialect.Record{}, false, err
 	}
@@ -142,7 +144,7 @@ func (d *Dialect) read(ctx context.Context, q dialect.Queryer, stmt, scope, key 
 	}
 	defer rows.Close()
 	if !rows.Next() {
-		return rec, false, false, closeRows(rows)
+		return rec, false, false, dialect.CloseRows(rows)
 	}
 	var (
 		status           *int64
@@ -159,13 +161,13 @@ func (d *Dialect) read(ctx context.Context, q dialect.Queryer, stmt, scope, key 
 		rec.State, rec.Status = dialect.Completed, int(*status)
 	}
 	rec.CreatedAt, rec.ExpiresAt = time.UnixMicro(created).UTC(), time.UnixMicro(expires).UTC()
-	return rec, expiredFlag != 0, true, closeRows(rows)
+	return rec, expiredFlag != 0, true, dialect.CloseRows(rows)
 }
 
 // PurgeBatch locks up to a.Limit expired rows with SKIP LOCKED, so it never
 // waits on a claim, and deletes them by primary key.
 func (d *Dialect) PurgeBatch(ctx context.Context, begin func(context.Context) (dialect.Tx, error), t dialect.Table, a dialect.PurgeArgs) (n int64, err error) {
-	s := d.statements(t)
+	s := d.stmts.For(t)
 	tx, err := begin(ctx)
 	if err != nil {
 		return 0, err
@@ -189,7 +191,7 @@ func (d *Dialect) PurgeBatch(ctx context.Context, begin func(context.Context) (d
 		}
 		keys = append(keys, scope, key)
 	}
-	if err := closeRows(rows); err != nil {
+	if err := dialect.CloseRows(rows); err != nil {
 		return 0, err
 	}
 	for len(keys) > 0 {
@@ -281,12 +283,4 @@ func clock(now time.Time) any {
 		return nil
 	}
 	return now.UnixMicro()
-}
-
-func closeRows(rows dialect.Rows) error {
-	if err := rows.Err(); err != nil {
-		rows.Close()
-		return err
-	}
-	return rows.Close()
 }

@@ -92,14 +92,6 @@ func (d *Dialect) bounded(t dialect.Table, s *statements, seconds int64) *claimS
 	return c.(*claimStatements)
 }
 
-func (d *Dialect) statements(t dialect.Table) *statements {
-	if s, ok := d.stmts.Load(t.Name()); ok {
-		return s.(*statements)
-	}
-	s, _ := d.stmts.LoadOrStore(t.Name(), newStatements(t))
-	return s.(*statements)
-}
-
 func newStatements(t dialect.Table) *statements {
 	n := "`" + t.Name() + "`"
 	// Arguments: now, scope, key.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,13 +15,13 @@ import (
 // Dialect is PostgreSQL's statements and SQLSTATE mapping, shared by both
 // drivers. It caches the statement text per table.
 type Dialect struct {
-	stmts sync.Map // table name -> *statements
+	stmts *dialect.Statements[statements]
 }
 
 var _ dialect.Dialect = (*Dialect)(nil)
 
 // NewDialect returns the PostgreSQL dialect.
-func NewDialect() *Dialect { return &Dialect{} }
+func NewDialect() *Dialect { return &Dialect{stmts: dialect.NewStatements(newStatements)} }
 
 // Name returns "postgres".
 func (*Dialect) Name() string { return "postgres" }
@@ -32,7 +31,7 @@ func (*Dialect) Capabilities() dialect.Capabilities { return dialect.Capabilitie
 
 // Schema returns the CREATE TABLE and CREATE INDEX statements.
 func (d *Dialect) Schema(t dialect.Table) []string {
-	s := d.statements(t)
+	s := d.stmts.For(t)
 	return []string{s.createTable, s.createIndex}
 }
 
@@ -48,7 +47,7 @@ func (d *Dialect) Schema(t dialect.Table) []string {
 // READ or SERIALIZABLE a conflict with a row the snapshot cannot see still
 // raises 40001.
 func (d *Dialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ClaimArgs) (dialect.ClaimResult, error) {
-	s := d.statements(t)
+	s := d.stmts.For(t)
 	now := clock(a.Now)
 	timeout := lockTimeout(a.WaitBound)
 	var (
@@ -112,7 +111,7 @@ func lockTimeout(d time.Duration) string {
 // round trip, guarded so that it fails (and COMMIT never runs) when there is
 // nothing to complete.
 func (d *Dialect) Complete(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.CompleteArgs) error {
-	s := d.statements(t)
+	s := d.stmts.For(t)
 	args := []any{a.Status, a.Header, a.Body, a.Scope, a.Key, a.Fingerprint}
 	if dq, ok := q.(deferrer); ok && dq.deferUntilCommit(s.completeGuarded, args) {
 		return nil
@@ -129,7 +128,7 @@ func (d *Dialect) Complete(ctx context.Context, q dialect.Queryer, t dialect.Tab
 
 // Lookup reads the live record.
 func (d *Dialect) Lookup(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LookupArgs) (dialect.Record, bool, error) {
-	rec, expired, found, err := d.read(ctx, q, d.statements(t), a.Scope, a.Key, clock(a.Now))
+	rec, expired, found, err := d.read(ctx, q, d.stmts.For(t), a.Scope, a.Key, clock(a.Now))
 	if err != nil || !found || expired {
 		return dialect.Record{}, false, err
 	}
@@ -178,7 +177,7 @@ func (d *Dialect) PurgeBatch(ctx context.Context, begin func(context.Context) (d
 	if err != nil {
 		return 0, err
 	}
-	n, err := tx.Exec(ctx, d.statements(t).purge, clock(a.Now), a.Limit)
+	n, err := tx.Exec(ctx, d.stmts.For(t).purge, clock(a.Now), a.Limit)
 	if err != nil {
 		_ = tx.Rollback(context.WithoutCancel(ctx))
 		return 0, err
@@ -260,14 +259,6 @@ func clock(now time.Time) any {
 	return now.UTC()
 }
 
-func closeRows(rows dialect.Rows) error {
-	if err := rows.Err(); err != nil {
-		rows.Close()
-		return err
-	}
-	return rows.Close()
-}
-
 // setLockTimeout saves the transaction's lock_timeout in a custom setting
 // and sets the claim's wait bound, both for this transaction only.
 const setLockTimeout = `SELECT set_config('idem.saved_lock_timeout', current_setting('lock_timeout'), true),
@@ -281,14 +272,6 @@ type statements struct {
 	createTable, createIndex                   string
 	claim, takeover, complete, completeGuarded string
 	read, peek, purge                          string
-}
-
-func (d *Dialect) statements(t dialect.Table) *statements {
-	if s, ok := d.stmts.Load(t.Name()); ok {
-		return s.(*statements)
-	}
-	s, _ := d.stmts.LoadOrStore(t.Name(), newStatements(t))
-	return s.(*statements)
 }
 
 func newStatements(t dialect.Table) *statements {

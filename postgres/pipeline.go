@@ -81,7 +81,7 @@ func runOne(ctx context.Context, q dialect.Queryer, s step) error {
 		rows.Close()
 		return err
 	}
-	return closeRows(rows)
+	return dialect.CloseRows(rows)
 }
 
 // deferrer is implemented by the transactions Driver.Begin returns: they

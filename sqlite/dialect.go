@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"modernc.org/sqlite"
@@ -16,14 +15,14 @@ import (
 // Dialect is SQLite's statements and error mapping. It caches the statement
 // text per table, so no request rebuilds it.
 type Dialect struct {
-	stmts sync.Map // table name -> *statements
+	stmts *dialect.Statements[statements]
 }
 
 var _ dialect.Dialect = (*Dialect)(nil)
 
 // NewDialect returns the SQLite dialect, for drivers other than Driver (a
 // different database/sql wrapper around modernc.org/sqlite).
-func NewDialect() *Dialect { return &Dialect{} }
+func NewDialect() *Dialect { return &Dialect{stmts: dialect.NewStatements(newStatements)} }
 
 // Name returns "sqlite".
 func (*Dialect) Name() string { return "sqlite" }
@@ -35,7 +34,7 @@ func (*Dialect) Capabilities() dialect.Capabilities {
 
 // Schema returns the CREATE TABLE and CREATE INDEX statements.
 func (d *Dialect) Schema(t dialect.Table) []string {
-	s := d.statements(t)
+	s := d.stmts.For(t)
 	return []string{s.createTable, s.createIndex}
 }
 
@@ -44,14 +43,14 @@ func (d *Dialect) Schema(t dialect.Table) []string {
 // The transaction already holds SQLite's write lock (BEGIN IMMEDIATE), so a
 // loser reads the latest committed record with a plain SELECT.
 func (d *Dialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ClaimArgs) (dialect.ClaimResult, error) {
-	s := d.statements(t)
+	s := d.stmts.For(t)
 	now := clock(a.Now)
 	rows, err := query(ctx, q, s.claim, a.Scope, a.Key, a.Fingerprint, now, a.Retention.Microseconds())
 	if err != nil {
 		return dialect.ClaimResult{}, err
 	}
 	won := rows.Next()
-	if err := closeRows(rows); err != nil {
+	if err := dialect.CloseRows(rows); err != nil {
 		return dialect.ClaimResult{}, err
 	}
 	if won {
@@ -71,7 +70,7 @@ func (d *Dialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table,
 
 // Complete stores the response on the in-flight record.
 func (d *Dialect) Complete(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.CompleteArgs) error {
-	n, err := exec(ctx, q, d.statements(t).complete, a.Status, a.Header, a.Body, a.Scope, a.Key, a.Fingerprint)
+	n, err := exec(ctx, q, d.stmts.For(t).complete, a.Status, a.Header, a.Body, a.Scope, a.Key, a.Fingerprint)
 	if err != nil {
 		return err
 	}
@@ -83,7 +82,7 @@ func (d *Dialect) Complete(ctx context.Context, q dialect.Queryer, t dialect.Tab
 
 // Lookup reads the live record.
 func (d *Dialect) Lookup(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LookupArgs) (dialect.Record, bool, error) {
-	return d.lookup(ctx, q, d.statements(t), a.Scope, a.Key, clock(a.Now))
+	return d.lookup(ctx, q, d.stmts.For(t), a.Scope, a.Key, clock(a.Now))
 }
 
 func (d *Dialect) lookup(ctx context.Context, q dialect.Queryer, s *statements, scope, key string, now any) (dialect.Record, bool, error) {
@@ -93,7 +92,7 @@ func (d *Dialect) lookup(ctx context.Context, q dialect.Queryer, s *statements, 
 	}
 	defer rows.Close()
 	if !rows.Next() {
-		return dialect.Record{}, false, closeRows(rows)
+		return dialect.Record{}, false, dialect.CloseRows(rows)
 	}
 	var (
 		rec              dialect.Record
@@ -110,7 +109,7 @@ func (d *Dialect) lookup(ctx context.Context, q dialect.Queryer, s *statements, 
 		rec.State, rec.Status = dialect.Completed, int(*status)
 	}
 	rec.CreatedAt, rec.ExpiresAt = time.UnixMicro(created).UTC(), time.UnixMicro(expires).UTC()
-	return rec, true, closeRows(rows)
+	return rec, true, dialect.CloseRows(rows)
 }
 
 // PurgeBatch deletes up to a.Limit expired records in one IMMEDIATE
@@ -121,7 +120,7 @@ func (d *Dialect) PurgeBatch(ctx context.Context, begin func(context.Context) (d
 	if err != nil {
 		return 0, err
 	}
-	n, err := tx.Exec(ctx, d.statements(t).purge, clock(a.Now), a.Limit)
+	n, err := tx.Exec(ctx, d.stmts.For(t).purge, clock(a.Now), a.Limit)
 	if err != nil {
 		_ = tx.Rollback(context.WithoutCancel(ctx))
 		return 0, err
@@ -167,26 +166,10 @@ func clock(now time.Time) any {
 	return now.UnixMicro()
 }
 
-func closeRows(rows dialect.Rows) error {
-	if err := rows.Err(); err != nil {
-		rows.Close()
-		return err
-	}
-	return rows.Close()
-}
-
 // statements is the SQL for one table.
 type statements struct {
 	createTable, createIndex       string
 	claim, complete, lookup, purge string
-}
-
-func (d *Dialect) statements(t dialect.Table) *statements {
-	if s, ok := d.stmts.Load(t.Name()); ok {
-		return s.(*statements)
-	}
-	s, _ := d.stmts.LoadOrStore(t.Name(), newStatements(t))
-	return s.(*statements)
 }
 
 // dbNow is SQLite's clock in Unix microseconds. SQLite keeps 'now' fixed
