@@ -12,6 +12,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/dialect"
 	"github.com/idemkit/idem/mysql"
 	"github.com/idemkit/idem/postgres"
 	"github.com/idemkit/idem/sqlite"
@@ -115,23 +116,24 @@ func openStore(ctx context.Context, dsn string) (*backend, error) {
 		}
 		name = "SQLite file " + abs
 	}
-	b, err := newBackend(ctx, name, db, sqliteOrders, func(db *sql.DB) (*idem.Store[*sql.Tx], error) {
-		drv, err := sqlite.New(db)
-		if err != nil {
-			return nil, err
-		}
-		return idem.New(drv, idem.Config{})
+	return newBackend(ctx, name, db, sqliteOrders, func(db *sql.DB) (dialect.Driver[*sql.Tx], error) {
+		return sqlite.New(db)
 	})
-	if err != nil {
-		db.Close()
-		return nil, err
-	}
-	return b, nil
 }
 
-// newBackend makes the store on db and creates the idem and order tables.
-func newBackend(ctx context.Context, name string, db *sql.DB, q orderSQL, newStore func(*sql.DB) (*idem.Store[*sql.Tx], error)) (*backend, error) {
-	store, err := newStore(db)
+// newBackend makes the store on db with the driver newDriver returns and
+// creates the idem and order tables. It closes db when it fails.
+func newBackend(ctx context.Context, name string, db *sql.DB, q orderSQL, newDriver func(*sql.DB) (dialect.Driver[*sql.Tx], error)) (b *backend, err error) {
+	defer func() {
+		if err != nil {
+			db.Close()
+		}
+	}()
+	drv, err := newDriver(db)
+	if err != nil {
+		return nil, err
+	}
+	store, err := idem.New(drv, idem.Config{})
 	if err != nil {
 		return nil, err
 	}
@@ -154,18 +156,9 @@ func openPostgres(ctx context.Context, dsn string) (*backend, error) {
 		db.Close()
 		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
 	}
-	b, err := newBackend(ctx, "PostgreSQL at "+redact(dsn), db, postgresOrders, func(db *sql.DB) (*idem.Store[*sql.Tx], error) {
-		drv, err := postgres.NewSQL(db, postgres.Options{})
-		if err != nil {
-			return nil, err
-		}
-		return idem.New(drv, idem.Config{})
+	return newBackend(ctx, "PostgreSQL at "+redact(dsn), db, postgresOrders, func(db *sql.DB) (dialect.Driver[*sql.Tx], error) {
+		return postgres.NewSQL(db, postgres.Options{})
 	})
-	if err != nil {
-		db.Close()
-		return nil, err
-	}
-	return b, nil
 }
 
 // openMySQL opens a mysql://user:password@host:port/database?params URL with
@@ -189,18 +182,9 @@ func openMySQL(ctx context.Context, dsn string) (*backend, error) {
 		return nil, err
 	}
 	db := sql.OpenDB(connector)
-	b, err := newBackend(ctx, "MySQL at "+redact(dsn), db, mysqlOrders, func(db *sql.DB) (*idem.Store[*sql.Tx], error) {
-		drv, err := mysql.New(ctx, db, mysql.Options{})
-		if err != nil {
-			return nil, err
-		}
-		return idem.New(drv, idem.Config{})
+	return newBackend(ctx, "MySQL at "+redact(dsn), db, mysqlOrders, func(db *sql.DB) (dialect.Driver[*sql.Tx], error) {
+		return mysql.New(ctx, db, mysql.Options{})
 	})
-	if err != nil {
-		db.Close()
-		return nil, err
-	}
-	return b, nil
 }
 
 // redact hides the password of a database URL for the log.
