@@ -37,6 +37,11 @@ func (s *Store[TTx]) Do(ctx context.Context, req Request, fn Func[TTx]) (Result,
 	if fn == nil {
 		return Result{}, fmt.Errorf("%w: nil function", ErrInvalidConfig)
 	}
+	if s.cfg.ReadFirst {
+		if res, done, err := s.readFirst(ctx, req); err != nil || done {
+			return res, err
+		}
+	}
 	var last error
 	for attempt := 1; attempt <= s.cfg.MaxAttempts; attempt++ {
 		if attempt > 1 {
@@ -63,6 +68,26 @@ func (s *Store[TTx]) Do(ctx context.Context, req Request, fn Func[TTx]) (Result,
 		last = err
 	}
 	return Result{}, &RetryError{Attempts: s.cfg.MaxAttempts, Err: last}
+}
+
+// readFirst answers req from its record, read outside any transaction, when
+// that record settles the outcome: completed with req's fingerprint (Replay)
+// or claimed with another (Mismatch). Completed records do not change until
+// they expire, so the read needs no lock. done is false when the key has no
+// live record or it is in flight with req's fingerprint: the claim decides.
+func (s *Store[TTx]) readFirst(ctx context.Context, req Request) (res Result, done bool, err error) {
+	rec, found, err := s.d.Lookup(ctx, s.driver.Pool(), s.table, dialect.LookupArgs{Scope: req.Scope, Key: req.Key, Now: s.now()})
+	if err != nil {
+		return Result{}, false, s.failed(ctx, "read before claiming", req, s.d.Classify(err))
+	}
+	if !found {
+		return Result{}, false, nil
+	}
+	res, err = s.judge(req, rec)
+	if err != nil || res.Outcome == InFlight {
+		return Result{}, false, err
+	}
+	return res, true, nil
 }
 
 // fnError marks an error returned by the caller's function, so Do returns it

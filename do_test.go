@@ -34,6 +34,18 @@ func TestDoControlFlow(t *testing.T) {
 		begins    int
 		completes int
 		commits   int
+		lookups   int
+	}
+	readFirst := idem.Config{ReadFirst: true}
+	lookupFinds := func(rec dialect.Record) func(f *fakeDriver, _ context.CancelFunc) {
+		return func(f *fakeDriver, _ context.CancelFunc) {
+			f.lookup = func(a dialect.LookupArgs) (dialect.Record, bool, error) {
+				if a.Scope != req.Scope || a.Key != req.Key {
+					t.Errorf("lookup of %q/%q, want %q/%q", a.Scope, a.Key, req.Scope, req.Key)
+				}
+				return rec, true, nil
+			}
+		}
 	}
 	for _, tc := range []struct {
 		name string
@@ -227,6 +239,49 @@ func TestDoControlFlow(t *testing.T) {
 			want: want{err: []error{}, begins: 1},
 		},
 		{
+			name:   "read first: a completed record replays without a transaction",
+			cfg:    readFirst,
+			script: lookupFinds(dialect.Record{Key: "k1", Fingerprint: req.Fingerprint[:], State: dialect.Completed, Status: 201, Body: []byte("stored")}),
+			fn:     func(int) (idem.Response, error) { return ok, nil },
+			want:   want{outcome: idem.Replay, lookups: 1},
+		},
+		{
+			name:   "read first: another fingerprint is a mismatch without a transaction",
+			cfg:    readFirst,
+			script: lookupFinds(dialect.Record{Key: "k1", Fingerprint: other[:], State: dialect.InFlight}),
+			fn:     func(int) (idem.Response, error) { return ok, nil },
+			want:   want{outcome: idem.Mismatch, lookups: 1},
+		},
+		{
+			name:   "read first: an in-flight record leaves the decision to the claim",
+			cfg:    readFirst,
+			script: lookupFinds(dialect.Record{Key: "k1", Fingerprint: req.Fingerprint[:], State: dialect.InFlight}),
+			fn:     func(int) (idem.Response, error) { return ok, nil },
+			want:   want{outcome: idem.Won, committed: true, calls: 1, begins: 1, completes: 1, commits: 1, lookups: 1},
+		},
+		{
+			name: "read first: no record, the claim wins",
+			cfg:  readFirst,
+			fn:   func(int) (idem.Response, error) { return ok, nil },
+			want: want{outcome: idem.Won, committed: true, calls: 1, begins: 1, completes: 1, commits: 1, lookups: 1},
+		},
+		{
+			name: "read first: a failed read is returned with context, nothing begun",
+			cfg:  readFirst,
+			script: func(f *fakeDriver, _ context.CancelFunc) {
+				f.lookup = func(dialect.LookupArgs) (dialect.Record, bool, error) { return dialect.Record{}, false, boom }
+			},
+			fn:   func(int) (idem.Response, error) { return ok, nil },
+			want: want{err: []error{boom}, lookups: 1},
+		},
+		{
+			name:   "read first: a corrupt record is an error, not a replay",
+			cfg:    readFirst,
+			script: lookupFinds(dialect.Record{Key: "k1", Fingerprint: []byte{1, 2}, State: dialect.Completed, Status: 201}),
+			fn:     func(int) (idem.Response, error) { return ok, nil },
+			want:   want{err: []error{}, lookups: 1},
+		},
+		{
 			name: "nil function is refused before anything begins",
 			nilF: true,
 			want: want{err: []error{idem.ErrInvalidConfig}},
@@ -306,6 +361,9 @@ func TestDoControlFlow(t *testing.T) {
 			}
 			if f.commits != w.commits {
 				t.Errorf("%d commits, want %d", f.commits, w.commits)
+			}
+			if f.lookups != w.lookups {
+				t.Errorf("%d reads before claiming, want %d", f.lookups, w.lookups)
 			}
 			if n := f.openTxs(); n != 0 {
 				t.Errorf("%d transactions left open", n)

@@ -71,6 +71,7 @@ type fakeDriver struct {
 	beginErr  func(n int) error
 	claim     func(ctx context.Context, n int, a dialect.ClaimArgs) (dialect.ClaimResult, error)
 	complete  func(a dialect.CompleteArgs) error
+	lookup    func(a dialect.LookupArgs) (dialect.Record, bool, error)
 	commitErr error
 	purge     []purgeStep
 
@@ -80,6 +81,7 @@ type fakeDriver struct {
 	completes []dialect.CompleteArgs
 	commits   int
 	purges    []dialect.PurgeArgs
+	lookups   int
 }
 
 // purgeStep is one scripted PurgeBatch answer.
@@ -128,8 +130,15 @@ func (f *fakeDriver) Begin(ctx context.Context, opts dialect.BeginOptions) (dial
 func (f *fakeDriver) Name() string                       { return "fake" }
 func (f *fakeDriver) Capabilities() dialect.Capabilities { return dialect.Capabilities{} }
 func (f *fakeDriver) Schema(dialect.Table) []string      { return nil }
-func (f *fakeDriver) Lookup(context.Context, dialect.Queryer, dialect.Table, dialect.LookupArgs) (dialect.Record, bool, error) {
-	return dialect.Record{}, false, nil
+func (f *fakeDriver) Lookup(_ context.Context, _ dialect.Queryer, _ dialect.Table, a dialect.LookupArgs) (dialect.Record, bool, error) {
+	f.mu.Lock()
+	f.lookups++
+	script := f.lookup
+	f.mu.Unlock()
+	if script == nil {
+		return dialect.Record{}, false, nil
+	}
+	return script(a)
 }
 
 func (f *fakeDriver) Claim(ctx context.Context, q dialect.Queryer, _ dialect.Table, a dialect.ClaimArgs) (dialect.ClaimResult, error) {

@@ -60,6 +60,15 @@ type Config struct {
 	StoreServerErrors bool
 	// PurgeBatch is how many expired records one purge transaction deletes.
 	PurgeBatch int
+	// ReadFirst makes Do read the key's record before it begins a
+	// transaction, and answer a completed record (Replay) or one with
+	// another fingerprint (Mismatch) from that read: no transaction, no
+	// claim, no wait. A retry gets cheaper (on PostgreSQL one statement
+	// instead of four) and every first request pays one more statement and
+	// round trip, so it suits clients that retry often. A key that is new,
+	// expired or in flight is still decided by the claim; Store.Claim does
+	// not read first.
+	ReadFirst bool
 	// PurgeDutyCycle is the share of wall time Purge spends in batches,
 	// above 0 and at most 1: after each batch it pauses for the batch's
 	// duration times (1-d)/d. 1 runs batches back to back (fastest, but on a

@@ -106,6 +106,8 @@ func cases[TTx any]() []testCase[TTx] {
 		{"PurgeBesideTakeover", testPurgeBesideTakeover[TTx]},
 		{"WaitBoundOnlyForClaim", testWaitBoundScope[TTx]},
 		{"SubMillisecondWaitBound", testSubMillisecondWaitBound[TTx]},
+		{"ReadFirstSettledKeys", testReadFirstSettledKeys[TTx]},
+		{"ReadFirstOpenKeys", testReadFirstOpenKeys[TTx]},
 	}
 }
 

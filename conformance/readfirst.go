@@ -1,0 +1,101 @@
+package conformance
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+// testReadFirstSettledKeys: with Config.ReadFirst, a completed key replays
+// byte for byte and another body is a mismatch, without running the work,
+// and a key past its retention is claimed afresh.
+func testReadFirstSettledKeys[TTx any](t *testing.T, b Backend[TTx]) {
+	clk := newClock(t0)
+	e := setup(t, b, idem.Config{ReadFirst: true, Retention: retention, Clock: clk.Now})
+	req := request("rf-1", "body")
+	first := e.do(e.store, req, e.work("rf-1", created("first")))
+	if first.Outcome != idem.Won || !first.Committed {
+		e.fatalf(req.Key, "first Do: %+v, want won and committed", first)
+	}
+	for _, c := range []struct {
+		req  idem.Request
+		want idem.Outcome
+	}{{req, idem.Replay}, {request("rf-1", "other body"), idem.Mismatch}, {req, idem.Replay}} {
+		res := e.do(e.store, c.req, e.work("rf-1", created("again")))
+		if res.Outcome != c.want || res.Committed {
+			e.fatalf(req.Key, "Do: %v committed %v, want %v", res.Outcome, res.Committed, c.want)
+		}
+		if c.want == idem.Replay && !sameResponse(res.Response, created("first")) {
+			e.fatalf(req.Key, "replayed %d %q, want the first response", res.Response.Status, res.Response.Body)
+		}
+	}
+	if n := e.effectCount("rf-1"); n != 1 {
+		e.fatalf(req.Key, "effects = %d, want 1", n)
+	}
+
+	clk.add(retention)
+	res := e.do(e.store, request("rf-1", "other body"), e.work("rf-1", created("second")))
+	if res.Outcome != idem.Won || !res.Committed {
+		e.fatalf(req.Key, "Do after retention: %v, want won (takeover)", res.Outcome)
+	}
+	if n := e.effectCount("rf-1"); n != 2 {
+		e.fatalf(req.Key, "effects = %d, want 2", n)
+	}
+}
+
+// testReadFirstOpenKeys: with Config.ReadFirst, a key whose claim has not
+// committed is still decided by the claim: the read sees nothing, the claim
+// waits for the holder and replays its response. Racing clients on a new key
+// make one effect.
+func testReadFirstOpenKeys[TTx any](t *testing.T, b Backend[TTx]) {
+	e := setup(t, b, idem.Config{ReadFirst: true, MaxAttempts: 40})
+	req := request("rf-held", "x")
+	claim, finish := e.holdClaim(req, "rf-held")
+	loser := e.goDo(e.ctx, e.store, req, e.work("rf-held", created("loser")))
+	e.mustWait(req.Key, loser, 300*time.Millisecond)
+	if err := claim.Complete(e.ctx, created("winner")); err != nil {
+		e.fatalf(req.Key, "Complete: %v", err)
+	}
+	finish(true)
+	o := e.await(req.Key, loser, time.Minute)
+	if o.err != nil || o.res.Outcome != idem.Replay || string(o.res.Response.Body) != "winner" {
+		e.fatalf(req.Key, "loser after commit: %+v %v, want a replay of the winner", o.res, o.err)
+	}
+
+	const n = 16
+	race := request("rf-race", "x")
+	start := make(chan struct{})
+	results := make([]outcome, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			res, err := e.store.Do(e.ctx, race, e.work("rf-race", created(fmt.Sprintf("winner-%d", i))))
+			results[i] = outcome{res: res, err: err}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	won := 0
+	for i, o := range results {
+		switch {
+		case o.err != nil:
+			e.errorf(race.Key, "client %d: %v", i, o.err)
+		case o.res.Outcome == idem.Won:
+			won++
+		case o.res.Outcome != idem.Replay:
+			e.errorf(race.Key, "client %d: %v, want won or replay", i, o.res.Outcome)
+		}
+	}
+	if won != 1 {
+		e.fatalf(race.Key, "%d clients won, want exactly 1", won)
+	}
+	if c := e.effectCount("rf-race"); c != 1 {
+		e.fatalf(race.Key, "effects = %d, want exactly 1", c)
+	}
+}
