@@ -212,7 +212,8 @@ func (d *Driver) Wrap(tx *sql.Tx) (dialect.Queryer, error) {
 // Begin starts a write transaction on a dedicated connection whose
 // busy_timeout is the wait bound, so BEGIN IMMEDIATE waits at most that long
 // for another writer. The connection's own busy_timeout is put back when the
-// transaction ends, so other users of the pool keep theirs.
+// transaction ends, so other users of the pool keep theirs; when it already
+// is the wait bound, Begin sets nothing.
 func (d *Driver) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.Txn[*sql.Tx], error) {
 	// Statements first seen in earlier transactions are prepared here,
 	// while this goroutine holds no connection.
@@ -230,19 +231,27 @@ func (d *Driver) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.
 	if wait <= 0 {
 		wait = DefaultBusyTimeout
 	}
-	if _, err := conn.ExecContext(ctx, busyTimeout(max(wait.Milliseconds(), 1))); err != nil {
-		conn.Close()
-		return nil, err
-	}
-	release := func() {
-		// Bounded, and on a context of its own: the caller's may have ended.
-		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if _, err := conn.ExecContext(rctx, busyTimeout(previous)); err != nil {
-			// The connection would keep the wait bound: drop it instead.
-			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	want := max(wait.Milliseconds(), 1)
+	release := func() { conn.Close() }
+	if want != previous {
+		// Set the wait bound for this transaction, and put the
+		// connection's own busy_timeout back afterwards. When they are
+		// equal (Open's default and the default WaitBound), neither
+		// statement is needed.
+		if _, err := conn.ExecContext(ctx, busyTimeout(want)); err != nil {
+			conn.Close()
+			return nil, err
 		}
-		conn.Close()
+		release = func() {
+			// Bounded, and on a context of its own: the caller's may have ended.
+			rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if _, err := conn.ExecContext(rctx, busyTimeout(previous)); err != nil {
+				// The connection would keep the wait bound: drop it instead.
+				_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+			}
+			conn.Close()
+		}
 	}
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {

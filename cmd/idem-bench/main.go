@@ -75,7 +75,7 @@ func main() {
 	var backends, clients, paths string
 	flag.StringVar(&backends, "backends", "sqlite,pgx,pgsql,mysql", "backends to measure: sqlite, pgx (PostgreSQL, pgx native), pgsql (PostgreSQL, database/sql), mysql (MySQL or MariaDB)")
 	flag.StringVar(&clients, "clients", "1,4,16,64", "levels of concurrent clients")
-	flag.StringVar(&paths, "paths", "bare,idem,http,replay,mismatch,contended", "paths to measure")
+	flag.StringVar(&paths, "paths", "bare,floor,idem,http,idem-rf,replay,replay-rf,mismatch,contended", "paths to measure (floor: bare plus a plain insert of the key; -rf: on a store with Config.ReadFirst)")
 	flag.DurationVar(&o.duration, "duration", 3*time.Second, "length of one cell (one path, one level, one round)")
 	flag.DurationVar(&o.warmup, "warmup", time.Second, "unrecorded warm-up per level (bare and idem)")
 	flag.IntVar(&o.rounds, "rounds", 3, "interleaved rounds per level; the table shows the median")
@@ -253,7 +253,7 @@ func benchTarget(ctx context.Context, o options, t *target, runID string, rep *r
 		for _, p := range []path{pathBare, pathIdem} {
 			measure(ctx, t, c, o.warmup, o.maxOps, ops(t, p, newKeySpace(runID, "warm"+p, c, 0), c, keySpace{}, 0))
 		}
-		writes := []path{pathBare, pathIdem}
+		writes := []path{pathBare, pathFloor, pathIdem, pathIdemRF}
 		if t.handler != nil {
 			writes = append(writes, pathHTTP)
 		}
@@ -264,11 +264,11 @@ func benchTarget(ctx context.Context, o options, t *target, runID string, rep *r
 			// Rotate the order of the writes each round, so that none
 			// always runs first or after another.
 			order := append(slices.Clone(writes[r%len(writes):]), writes[:r%len(writes)]...)
-			for _, p := range append(order, pathReplay, pathMismatch, pathContended) {
+			for _, p := range append(order, pathReplay, pathReplayRF, pathMismatch, pathContended) {
 				if !o.has(p) || ctx.Err() != nil {
 					continue
 				}
-				if (p == pathReplay || p == pathMismatch) && doneN == 0 {
+				if (p == pathReplay || p == pathReplayRF || p == pathMismatch) && doneN == 0 {
 					continue
 				}
 				ks := newKeySpace(runID, p, c, r)

@@ -38,9 +38,15 @@ type target struct {
 	keys      string // the idem table
 	orders    string // the user's table
 
-	bare    func(ctx context.Context, n int64) error
-	do      func(ctx context.Context, req idem.Request, n int64) (idem.Outcome, error)
-	handler http.Handler // nil when the middleware is not built in
+	bare func(ctx context.Context, n int64) error
+	// floor is the bare write plus a plain insert of the request's key
+	// into the idem table: what recording a key costs before any of
+	// idem's logic (no conflict handling, no wait bound, no response).
+	floor func(ctx context.Context, req idem.Request) error
+	do    func(ctx context.Context, req idem.Request, n int64) (idem.Outcome, error)
+	// doReadFirst is do on a store with Config.ReadFirst.
+	doReadFirst func(ctx context.Context, req idem.Request, n int64) (idem.Outcome, error)
+	handler     http.Handler // nil when the middleware is not built in
 	// purge runs Store.Purge with Config.PurgeDutyCycle set to duty.
 	purge func(ctx context.Context, duty float64) (idem.PurgeResult, error)
 	// settle lets the database finish the background work a bulk load
@@ -94,15 +100,22 @@ func storeOps[TTx any](t *target, drv dialect.Driver[TTx], insert func(ctx conte
 	if err := store.Migrate(ctx); err != nil {
 		return err
 	}
-	t.do = func(ctx context.Context, req idem.Request, n int64) (idem.Outcome, error) {
-		res, err := store.Do(ctx, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
-			if err := insert(ctx, tx); err != nil {
-				return idem.Response{}, err
-			}
-			return response(n), nil
-		})
-		return res.Outcome, err
+	readFirst, err := idem.New(drv, idem.Config{Table: t.keys, ReadFirst: true})
+	if err != nil {
+		return err
 	}
+	doOn := func(store *idem.Store[TTx]) func(ctx context.Context, req idem.Request, n int64) (idem.Outcome, error) {
+		return func(ctx context.Context, req idem.Request, n int64) (idem.Outcome, error) {
+			res, err := store.Do(ctx, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
+				if err := insert(ctx, tx); err != nil {
+					return idem.Response{}, err
+				}
+				return response(n), nil
+			})
+			return res.Outcome, err
+		}
+	}
+	t.do, t.doReadFirst = doOn(store), doOn(readFirst)
 	// The two purge modes are Store.Purge on stores that differ only in
 	// Config.PurgeDutyCycle: back to back (1), and paced (duty).
 	t.purge = func(ctx context.Context, duty float64) (idem.PurgeResult, error) {
@@ -179,6 +192,10 @@ func postgresSettle(ctx context.Context, exec func(ctx context.Context, s string
 	return exec(ctx, `CHECKPOINT`)
 }
 
+// postgresFloor records a key the plainest way, for the floor path.
+const postgresFloor = `INSERT INTO %s (scope, idem_key, fingerprint, created_at, expires_at)
+VALUES ($1, $2, $3, now(), now() + interval '1 day')`
+
 // postgresFill inserts expired records the way the dialect stores them.
 const postgresFill = `INSERT INTO %s (scope, idem_key, fingerprint, status, header, body, created_at, expires_at)
 SELECT 'purge', 'p-' || g, sha256(g::text::bytea), 201, '\x'::bytea, convert_to('{"order":' || g || '}', 'UTF8'),
@@ -226,6 +243,21 @@ func newPgxTarget(dsn string, conns int) (*target, error) {
 		}
 		defer tx.Rollback(context.WithoutCancel(ctx))
 		if _, err := tx.Exec(ctx, insertSQL, customer, itemID); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	}
+	floorSQL := fmt.Sprintf(postgresFloor, keys)
+	t.floor = func(ctx context.Context, req idem.Request) error {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(context.WithoutCancel(ctx))
+		if _, err := tx.Exec(ctx, insertSQL, customer, itemID); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, floorSQL, req.Scope, req.Key, req.Fingerprint[:]); err != nil {
 			return err
 		}
 		return tx.Commit(ctx)
@@ -293,7 +325,7 @@ func newPgSQLTarget(dsn string, conns int) (*target, error) {
 	keys, orders := tableNames("bench_pgsql")
 	t := &target{name: "postgres/sql", family: "postgres", wire: w, onWire: true, keys: keys, orders: orders}
 	t.close = func() { dropTables(sqlExec(db), keys, orders); db.Close() }
-	if err := sqlTarget(ctx, t, db, `INSERT INTO `+orders+` (customer, item_id) VALUES ($1, $2)`, func(ctx context.Context, s string) error {
+	if err := sqlTarget(ctx, t, db, `INSERT INTO `+orders+` (customer, item_id) VALUES ($1, $2)`, postgresFloor, func(ctx context.Context, s string) error {
 		_, err := db.ExecContext(ctx, s)
 		return err
 	}, postgresSchema); err != nil {
@@ -333,7 +365,7 @@ func (f queryRowFunc) QueryRow(ctx context.Context, s string, args ...any) pgx.R
 }
 
 // sqlTarget sets up the bare write of a database/sql target.
-func sqlTarget(ctx context.Context, t *target, db *sql.DB, insertSQL string,
+func sqlTarget(ctx context.Context, t *target, db *sql.DB, insertSQL, floorSQL string,
 	exec func(ctx context.Context, s string) error,
 	schema func(ctx context.Context, exec func(ctx context.Context, s string) error, keys, orders string) error) error {
 	if err := schema(ctx, exec, t.keys, t.orders); err != nil {
@@ -346,6 +378,21 @@ func sqlTarget(ctx context.Context, t *target, db *sql.DB, insertSQL string,
 		}
 		defer tx.Rollback()
 		if _, err := tx.ExecContext(ctx, insertSQL, customer, itemID); err != nil {
+			return err
+		}
+		return tx.Commit()
+	}
+	floorSQL = fmt.Sprintf(floorSQL, t.keys)
+	t.floor = func(ctx context.Context, req idem.Request) error {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if _, err := tx.ExecContext(ctx, insertSQL, customer, itemID); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, floorSQL, req.Scope, req.Key, req.Fingerprint[:]); err != nil {
 			return err
 		}
 		return tx.Commit()
@@ -381,6 +428,10 @@ func mysqlSchema(ctx context.Context, exec func(ctx context.Context, s string) e
 // rows per chunk.
 const mysqlDigits = `(SELECT 0 d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4
 	UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)`
+
+// mysqlFloor records a key the plainest way, for the floor path.
+const mysqlFloor = `INSERT INTO %s (scope, idem_key, fingerprint, created_at, expires_at)
+VALUES (?, ?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 1 DAY)`
 
 const mysqlFill = `INSERT INTO %s (scope, idem_key, fingerprint, status, header, body, created_at, expires_at)
 SELECT 'purge', CONCAT('p-', n), UNHEX(SHA2(n, 256)), 201, '', CONCAT('{"order":', n, '}'),
@@ -433,7 +484,7 @@ func newMySQLTarget(dsn, params string, conns int) (*target, error) {
 		close:  func() { dropTables(sqlExec(db), keys, orders); db.Close() },
 		server: fmt.Sprintf("%s %s, innodb_flush_log_at_trx_commit=%s, log_bin=%s, innodb_buffer_pool_size=%dM", name, version, flush, logBin, bufferPool>>20)}
 	exec := func(ctx context.Context, s string) error { _, err := db.ExecContext(ctx, s); return err }
-	if err := sqlTarget(ctx, t, db, `INSERT INTO `+orders+` (customer, item_id) VALUES (?, ?)`, exec, mysqlSchema); err != nil {
+	if err := sqlTarget(ctx, t, db, `INSERT INTO `+orders+` (customer, item_id) VALUES (?, ?)`, mysqlFloor, exec, mysqlSchema); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -501,6 +552,10 @@ func sqliteSchema(ctx context.Context, exec func(ctx context.Context, s string) 
 	return nil
 }
 
+// sqliteFloor records a key the plainest way, for the floor path.
+const sqliteFloor = `INSERT INTO %s (scope, idem_key, fingerprint, created_at, expires_at)
+VALUES (?, ?, ?, CAST(unixepoch('subsec') * 1000000 AS INTEGER), CAST((unixepoch('subsec') + 86400) * 1000000 AS INTEGER))`
+
 const sqliteFill = `WITH RECURSIVE g(n) AS (SELECT ?1 UNION ALL SELECT n + 1 FROM g WHERE n < ?2)
 INSERT INTO %s (scope, idem_key, fingerprint, status, header, body, created_at, expires_at)
 SELECT 'purge', 'p-' || n, randomblob(32), 201, x'', '{"order":' || n || '}',
@@ -541,7 +596,7 @@ func newSQLiteTarget(dir string, conns int) (*target, error) {
 		server: fmt.Sprintf("SQLite %s (modernc.org/sqlite), journal_mode=%s, synchronous=%d, %d connection(s), file in %s", version, journal, synchronous, conns, dir),
 		close:  func() { db.Close(); os.RemoveAll(dir) }}
 	exec := func(ctx context.Context, s string) error { _, err := db.ExecContext(ctx, s); return err }
-	if err := sqlTarget(ctx, t, db, `INSERT INTO `+orders+` (customer, item_id) VALUES (?, ?)`, exec, sqliteSchema); err != nil {
+	if err := sqlTarget(ctx, t, db, `INSERT INTO `+orders+` (customer, item_id) VALUES (?, ?)`, sqliteFloor, exec, sqliteSchema); err != nil {
 		db.Close()
 		return nil, err
 	}

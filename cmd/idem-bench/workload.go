@@ -25,9 +25,16 @@ const (
 	pathReplay    path = "replay"
 	pathMismatch  path = "mismatch"
 	pathContended path = "contended"
+	// The same first requests and replays on a store with
+	// Config.ReadFirst: a read before the transaction.
+	pathIdemRF   path = "idem-rf"
+	pathReplayRF path = "replay-rf"
+	// The bare write plus a plain insert of the key: the floor under any
+	// scheme that records each request's key.
+	pathFloor path = "floor"
 )
 
-var allPaths = []path{pathBare, pathIdem, pathHTTP, pathReplay, pathMismatch, pathContended}
+var allPaths = []path{pathBare, pathFloor, pathIdem, pathHTTP, pathIdemRF, pathReplay, pathReplayRF, pathMismatch, pathContended}
 
 const scope = "tenant-1 POST /orders"
 
@@ -182,14 +189,26 @@ func ops(t *target, p path, ks keySpace, clients int, done keySpace, doneN int64
 		return func(ctx context.Context, i int64) (idem.Outcome, error) { return idem.Won, t.bare(ctx, i) }
 	case pathIdem:
 		return func(ctx context.Context, i int64) (idem.Outcome, error) { return t.do(ctx, request(ks, i, ""), i) }
-	case pathReplay, pathMismatch:
+	case pathFloor:
+		return func(ctx context.Context, i int64) (idem.Outcome, error) {
+			return idem.Won, t.floor(ctx, request(ks, i, ""))
+		}
+	case pathIdemRF:
+		return func(ctx context.Context, i int64) (idem.Outcome, error) {
+			return t.doReadFirst(ctx, request(ks, i, ""), i)
+		}
+	case pathReplay, pathReplayRF, pathMismatch:
 		variant := ""
 		if p == pathMismatch {
 			variant = `,"changed":true`
 		}
+		do := t.do
+		if p == pathReplayRF {
+			do = t.doReadFirst
+		}
 		return func(ctx context.Context, i int64) (idem.Outcome, error) {
 			j := i % max(doneN, 1)
-			return t.do(ctx, request(done, j, variant), j)
+			return do(ctx, request(done, j, variant), j)
 		}
 	case pathContended:
 		// Consecutive requests share a key, so all clients race on the
