@@ -129,6 +129,34 @@ func ExampleStore_Claim() {
 	// Output: true 201 created
 }
 
+// With ReadFirst, a retry of completed work is answered from one read,
+// before any transaction begins; the first request still claims.
+func ExampleConfig_readFirst() {
+	ctx := context.Background()
+	db, store := openOrders(idem.Config{ReadFirst: true})
+	defer db.Close()
+
+	runs := 0
+	req := idem.Request{Scope: "tenant-42 POST /orders", Key: "k_rf", Fingerprint: idem.FingerprintRequest("POST", "/orders", nil)}
+	for attempt := 1; attempt <= 3; attempt++ {
+		res, err := store.Do(ctx, req, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+			runs++
+			_, err := tx.ExecContext(ctx, `INSERT INTO orders (customer, item) VALUES (1, 2)`)
+			return idem.Response{Status: http.StatusCreated, Body: []byte("created")}, err
+		})
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(attempt, res.Outcome, res.Response.Status, string(res.Response.Body))
+	}
+	fmt.Println("work done:", runs)
+	// Output:
+	// 1 won 201 created
+	// 2 replay 201 created
+	// 3 replay 201 created
+	// work done: 1
+}
+
 // A function error rolls the whole transaction back and stores nothing, so
 // the client's retry does the work.
 func ExampleStore_Do_error() {

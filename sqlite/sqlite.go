@@ -120,7 +120,7 @@ func buildDSN(path string) (string, error) {
 type Driver struct {
 	db      *sql.DB
 	dialect *Dialect
-	pool    idem.Tx
+	pool    poolQueryer
 	stmts   *stmtCache
 }
 
@@ -143,7 +143,8 @@ func New(db *sql.DB) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Driver{db: db, dialect: NewDialect(), pool: pool, stmts: newStmtCache(db)}, nil
+	stmts := newStmtCache(db)
+	return &Driver{db: db, dialect: NewDialect(), pool: poolQueryer{Tx: pool, cache: stmts}, stmts: stmts}, nil
 }
 
 // ErrPrivateMemory is returned by New for a ":memory:" database opened so

@@ -118,6 +118,45 @@ func (q txQueryer) queryPrepared(ctx context.Context, query string, args ...any)
 	return rows, nil
 }
 
+// poolQueryer runs statements on the pool, the dialect's own (lookups)
+// through prepared statements. No connection is held here, so a statement
+// noted as wanted is prepared on the spot: with Config.ReadFirst, replays
+// run only lookups and never reach a Begin.
+type poolQueryer struct {
+	idem.Tx
+	cache *stmtCache
+}
+
+var _ preparer = poolQueryer{}
+
+func (q poolQueryer) prepared(ctx context.Context, query string) *sql.Stmt {
+	if s := q.cache.get(query); s != nil {
+		return s
+	}
+	q.cache.prepareWanted(ctx)
+	return q.cache.get(query)
+}
+
+func (q poolQueryer) execPrepared(ctx context.Context, query string, args ...any) (int64, error) {
+	s := q.prepared(ctx, query)
+	if s == nil {
+		return q.Exec(ctx, query, args...)
+	}
+	res, err := s.ExecContext(ctx, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (q poolQueryer) queryPrepared(ctx context.Context, query string, args ...any) (dialect.Rows, error) {
+	s := q.prepared(ctx, query)
+	if s == nil {
+		return q.Query(ctx, query, args...)
+	}
+	return s.QueryContext(ctx, args...)
+}
+
 // txDone marks database/sql's finished-transaction error with its meaning.
 func txDone(err error) error {
 	if errors.Is(err, sql.ErrTxDone) {
