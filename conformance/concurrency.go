@@ -51,6 +51,53 @@ func (e *env[TTx]) mustWait(key string, ch <-chan outcome, d time.Duration) {
 	}
 }
 
+// race runs n Do calls of req at once on the case's store, client i with
+// work(i), and returns what each got.
+func (e *env[TTx]) race(n int, req idem.Request, work func(i int) idem.Func[TTx]) []outcome {
+	start := make(chan struct{})
+	results := make([]outcome, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			t0 := time.Now()
+			res, err := e.store.Do(e.ctx, req, work(i))
+			results[i] = outcome{res, err, time.Since(t0)}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return results
+}
+
+// oneWinner checks that exactly one client of a race won and every other
+// one replayed the winner's response byte for byte.
+func (e *env[TTx]) oneWinner(key string, results []outcome) {
+	e.t.Helper()
+	var winner *idem.Response
+	won := 0
+	for i, o := range results {
+		if o.err != nil {
+			e.errorf(key, "client %d: %v", i, o.err)
+			continue
+		}
+		if o.res.Outcome == idem.Won {
+			won++
+			winner = &o.res.Response
+		}
+	}
+	if won != 1 {
+		e.fatalf(key, "%d clients won, want exactly 1", won)
+	}
+	for i, o := range results {
+		if o.err == nil && o.res.Outcome != idem.Won && (o.res.Outcome != idem.Replay || !sameResponse(o.res.Response, *winner)) {
+			e.errorf(key, "client %d: %v %q, want a replay of %q", i, o.res.Outcome, o.res.Response.Body, winner.Body)
+		}
+	}
+}
+
 // holdClaim begins a transaction, wins req's claim in it and writes the
 // winner's effect, leaving the transaction open.
 func (e *env[TTx]) holdClaim(req idem.Request, label string) (*idem.Claim, func(commit bool)) {
@@ -84,10 +131,16 @@ func (e *env[TTx]) holdClaim(req idem.Request, label string) (*idem.Claim, func(
 }
 
 func testLoserWaitsThenReplays[TTx any](t *testing.T, b Backend[TTx]) {
-	e := setup(t, b, idem.Config{})
-	req := request("race-commit", "x")
-	claim, finish := e.holdClaim(req, "race-commit")
-	loser := e.goDo(e.ctx, e.store, req, e.work("race-commit", created("loser")))
+	loserWaitsThenReplays(setup(t, b, idem.Config{}), "race-commit")
+}
+
+// loserWaitsThenReplays: a loser waits while the winner holds the key, and
+// replays the winner's response once it commits. One effect.
+func loserWaitsThenReplays[TTx any](e *env[TTx], key string) {
+	e.t.Helper()
+	req := request(key, "x")
+	claim, finish := e.holdClaim(req, key)
+	loser := e.goDo(e.ctx, e.store, req, e.work(key, created("loser")))
 	e.mustWait(req.Key, loser, 300*time.Millisecond)
 	if err := claim.Complete(e.ctx, created("winner")); err != nil {
 		e.fatalf(req.Key, "Complete: %v", err)
@@ -100,7 +153,7 @@ func testLoserWaitsThenReplays[TTx any](t *testing.T, b Backend[TTx]) {
 	if o.res.Outcome != idem.Replay || string(o.res.Response.Body) != "winner" {
 		e.fatalf(req.Key, "loser after commit: %v %q, want replay of the winner", o.res.Outcome, o.res.Response.Body)
 	}
-	if n := e.effectCount("race-commit"); n != 1 {
+	if n := e.effectCount(key); n != 1 {
 		e.fatalf(req.Key, "effects = %d, want 1", n)
 	}
 }
@@ -128,40 +181,8 @@ func testThirtyTwoClaims[TTx any](t *testing.T, b Backend[TTx]) {
 	const n = 32
 	e := setup(t, b, idem.Config{MaxAttempts: 40})
 	req := request("race-32", "x")
-	start := make(chan struct{})
-	results := make([]outcome, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			res, err := e.store.Do(e.ctx, req, e.work("race-32", created(fmt.Sprintf("winner-%d", i))))
-			results[i] = outcome{res: res, err: err}
-		}()
-	}
-	close(start)
-	wg.Wait()
-	var winner *idem.Response
-	won := 0
-	for i, o := range results {
-		if o.err != nil {
-			e.errorf(req.Key, "client %d: %v", i, o.err)
-			continue
-		}
-		if o.res.Outcome == idem.Won {
-			won++
-			winner = &o.res.Response
-		}
-	}
-	if won != 1 {
-		e.fatalf(req.Key, "%d clients won, want exactly 1", won)
-	}
-	for i, o := range results {
-		if o.err == nil && o.res.Outcome != idem.Won && (o.res.Outcome != idem.Replay || !sameResponse(o.res.Response, *winner)) {
-			e.errorf(req.Key, "client %d: %v %q, want a replay of %q", i, o.res.Outcome, o.res.Response.Body, winner.Body)
-		}
-	}
+	results := e.race(n, req, func(i int) idem.Func[TTx] { return e.work("race-32", created(fmt.Sprintf("winner-%d", i))) })
+	e.oneWinner(req.Key, results)
 	if c := e.effectCount("race-32"); c != 1 {
 		e.fatalf(req.Key, "effects = %d, want exactly 1", c)
 	}

@@ -2,9 +2,7 @@ package conformance
 
 import (
 	"fmt"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/idemkit/idem"
 )
@@ -52,49 +50,12 @@ func testReadFirstSettledKeys[TTx any](t *testing.T, b Backend[TTx]) {
 // make one effect.
 func testReadFirstOpenKeys[TTx any](t *testing.T, b Backend[TTx]) {
 	e := setup(t, b, idem.Config{ReadFirst: true, MaxAttempts: 40})
-	req := request("rf-held", "x")
-	claim, finish := e.holdClaim(req, "rf-held")
-	loser := e.goDo(e.ctx, e.store, req, e.work("rf-held", created("loser")))
-	e.mustWait(req.Key, loser, 300*time.Millisecond)
-	if err := claim.Complete(e.ctx, created("winner")); err != nil {
-		e.fatalf(req.Key, "Complete: %v", err)
-	}
-	finish(true)
-	o := e.await(req.Key, loser, time.Minute)
-	if o.err != nil || o.res.Outcome != idem.Replay || string(o.res.Response.Body) != "winner" {
-		e.fatalf(req.Key, "loser after commit: %+v %v, want a replay of the winner", o.res, o.err)
-	}
+	loserWaitsThenReplays(e, "rf-held")
 
 	const n = 16
 	race := request("rf-race", "x")
-	start := make(chan struct{})
-	results := make([]outcome, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			res, err := e.store.Do(e.ctx, race, e.work("rf-race", created(fmt.Sprintf("winner-%d", i))))
-			results[i] = outcome{res: res, err: err}
-		}()
-	}
-	close(start)
-	wg.Wait()
-	won := 0
-	for i, o := range results {
-		switch {
-		case o.err != nil:
-			e.errorf(race.Key, "client %d: %v", i, o.err)
-		case o.res.Outcome == idem.Won:
-			won++
-		case o.res.Outcome != idem.Replay:
-			e.errorf(race.Key, "client %d: %v, want won or replay", i, o.res.Outcome)
-		}
-	}
-	if won != 1 {
-		e.fatalf(race.Key, "%d clients won, want exactly 1", won)
-	}
+	results := e.race(n, race, func(i int) idem.Func[TTx] { return e.work("rf-race", created(fmt.Sprintf("winner-%d", i))) })
+	e.oneWinner(race.Key, results)
 	if c := e.effectCount("rf-race"); c != 1 {
 		e.fatalf(race.Key, "effects = %d, want exactly 1", c)
 	}

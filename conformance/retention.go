@@ -72,34 +72,8 @@ func testConcurrentTakeover[TTx any](t *testing.T, b Backend[TTx]) {
 	clk.add(2 * retention)
 
 	next := request("takeover-1", "new")
-	start := make(chan struct{})
-	results := make([]outcome, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			res, err := e.store.Do(e.ctx, next, e.work("takeover-new", created("new")))
-			results[i] = outcome{res: res, err: err}
-		}()
-	}
-	close(start)
-	wg.Wait()
-	won := 0
-	for i, o := range results {
-		switch {
-		case o.err != nil:
-			e.errorf(req.Key, "client %d: %v", i, o.err)
-		case o.res.Outcome == idem.Won:
-			won++
-		case o.res.Outcome != idem.Replay || string(o.res.Response.Body) != "new":
-			e.errorf(req.Key, "client %d: %v %q, want replay of the new response", i, o.res.Outcome, o.res.Response.Body)
-		}
-	}
-	if won != 1 {
-		e.fatalf(req.Key, "%d clients took the expired key over, want exactly 1", won)
-	}
+	results := e.race(n, next, func(int) idem.Func[TTx] { return e.work("takeover-new", created("new")) })
+	e.oneWinner(req.Key, results)
 	if c := e.effectCount("takeover-new"); c != 1 {
 		e.fatalf(req.Key, "effects after takeover = %d, want 1", c)
 	}

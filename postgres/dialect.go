@@ -36,10 +36,13 @@ func (d *Dialect) Schema(t dialect.Table) []string {
 }
 
 // Claim inserts the record unless the key has one, with lock_timeout set to
-// the wait bound for that statement, and then peeks at the record the claim
-// lost to (restoring the caller's lock_timeout). Both statements go in one
-// round trip when the transaction can pipeline. A loser whose record expired
-// takes it over with a guarded UPDATE.
+// the wait bound for that statement only: the insert saves the caller's
+// lock_timeout and sets the bound before it runs, and its RETURNING clause
+// puts the caller's back once the row is in. A winner is done in that one
+// statement (sent with BEGIN in one round trip when Driver.Begin made the
+// transaction). A loser's claim returned no row, so the bound is still set:
+// its next statement restores it and reads the record the claim lost to. A
+// loser whose record expired takes it over with a guarded UPDATE.
 //
 // The insert is ON CONFLICT DO NOTHING: a replay locks nothing and writes
 // nothing, so it needs no transaction id and no WAL. It still waits for a
@@ -54,24 +57,18 @@ func (d *Dialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table,
 		won, found, expired bool
 		rec                 dialect.Record
 	)
-	err := run(ctx, q,
-		step{sql: s.claim, args: []any{a.Scope, a.Key, a.Fingerprint, now, a.Retention.Microseconds(), timeout},
-			rows: func(r rowReader) error { won = r.Next(); return nil }},
-		step{sql: s.peek, args: []any{a.Scope, a.Key, now, a.Fingerprint},
-			rows: func(r rowReader) (err error) { rec, expired, found, err = scanRecord(r); return err }})
+	err := run(ctx, q, step{sql: s.claim, args: []any{a.Scope, a.Key, a.Fingerprint, now, a.Retention.Microseconds(), timeout},
+		rows: func(r rowReader) error { won = r.Next(); return nil }})
 	if err != nil {
 		return dialect.ClaimResult{}, err
 	}
 	if won {
 		return dialect.ClaimResult{Won: true}, nil
 	}
-	if !found {
-		// The peek leaves out an in-flight record with this fingerprint:
-		// the winner's own row, or one whose claim committed without
-		// completing. A loser reads it in full.
-		if rec, expired, found, err = d.read(ctx, q, s, a.Scope, a.Key, now); err != nil {
-			return dialect.ClaimResult{}, err
-		}
+	err = runOne(ctx, q, step{sql: s.peek, args: []any{a.Scope, a.Key, now},
+		rows: func(r rowReader) (err error) { rec, expired, found, err = scanRecord(r); return err }})
+	if err != nil {
+		return dialect.ClaimResult{}, err
 	}
 	if found && expired {
 		// Take the expired record over. Two claimers may try: the second
@@ -302,14 +299,15 @@ WHERE scope = $4 AND idem_key = $5 AND fingerprint = $6 AND status IS NULL`
 		// The subqueries save the caller's lock_timeout and set the wait
 		// bound before the row is inserted, so a wait for a transaction
 		// holding the key is bounded (OFFSET 0 keeps them from being
-		// merged into the outer query). peek restores it.
+		// merged into the outer query). RETURNING, evaluated only for the
+		// inserted row, restores it; after a conflict peek does.
 		claim: `INSERT INTO ` + n + ` (scope, idem_key, fingerprint, created_at, expires_at)
 SELECT $1::text, $2::text, $3::bytea, ` + now + `, ` + now + ` + $5::bigint * interval '1 microsecond'
 FROM (SELECT set_config('lock_timeout', $6, true)
 	FROM (SELECT set_config('idem.saved_lock_timeout', current_setting('lock_timeout'), true) OFFSET 0) saved
 	OFFSET 0) bounded
 ON CONFLICT (scope, idem_key) DO NOTHING
-RETURNING true`,
+RETURNING set_config('lock_timeout', current_setting('idem.saved_lock_timeout'), true)`,
 
 		takeover: `UPDATE ` + n + ` SET fingerprint = $3, status = NULL, header = NULL, body = NULL,
 	created_at = ` + now + `, expires_at = ` + now + ` + $5::bigint * interval '1 microsecond'
@@ -326,16 +324,13 @@ SELECT 1 / count(*) FROM completed`,
 		// $1 scope, $2 key, $3 now.
 		read: read,
 
-		// After the claim, in the same round trip: restores the caller's
-		// lock_timeout and reads the record a loser needs, leaving out an
-		// in-flight one with this fingerprint (the winner's own row).
-		// $1 scope, $2 key, $3 now, $4 fingerprint. Always one row; NULLs
-		// when there is no such record.
+		// After a claim that lost: restores the caller's lock_timeout and
+		// reads the record the claim lost to. $1 scope, $2 key, $3 now.
+		// Always one row; NULLs when there is no record.
 		peek: `SELECT r.scope, r.idem_key, r.fingerprint, r.status, r.header, r.body, r.created_at, r.expires_at,
 	r.expires_at <= ` + readNow + `
 FROM (SELECT set_config('lock_timeout', current_setting('idem.saved_lock_timeout'), true) OFFSET 0) restored
-LEFT JOIN ` + n + ` r ON r.scope = $1 AND r.idem_key = $2
-	AND (r.status IS NOT NULL OR r.fingerprint <> $4 OR r.expires_at <= ` + readNow + `)`,
+LEFT JOIN ` + n + ` r ON r.scope = $1 AND r.idem_key = $2`,
 
 		purge: `DELETE FROM ` + n + ` WHERE ctid = ANY (ARRAY(
 	SELECT ctid FROM ` + n + ` WHERE expires_at <= COALESCE($1::timestamptz, statement_timestamp())

@@ -222,8 +222,11 @@ func run(ctx context.Context, o options) (err error) {
 		if !slices.Contains(o.purgeOn, o.backends[i]) {
 			o.purgeRows = 0
 		}
-		if err := benchTarget(ctx, o, t, runID, rep); err != nil {
-			return fmt.Errorf("%s: %w", t.name, err)
+		if terr := benchTarget(ctx, o, t, runID, rep); terr != nil {
+			// Keep what was measured: report it, and the failure.
+			terr = fmt.Errorf("%s: %w", t.name, terr)
+			logf("%v", terr)
+			err = errors.Join(err, terr)
 		}
 	}
 	var w io.Writer = os.Stdout
@@ -236,7 +239,7 @@ func run(ctx context.Context, o options) (err error) {
 		w = io.MultiWriter(os.Stdout, f)
 	}
 	rep.write(w)
-	return ctx.Err()
+	return errors.Join(err, ctx.Err())
 }
 
 func (o options) has(p path) bool { return slices.Contains(o.paths, p) }
