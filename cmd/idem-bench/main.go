@@ -61,6 +61,7 @@ type options struct {
 	purgeLimit  time.Duration
 	purgeConc   int
 	purgeDuty   float64
+	purgeB2B    bool
 	purgeOn     []string
 	volumes     bool
 	mysqlParams string
@@ -87,6 +88,7 @@ func main() {
 	var purgeOn string
 	flag.StringVar(&purgeOn, "purge-backends", "sqlite,pgx,mysql", "backends to run the purge test on (pgsql shares pgx's server and dialect)")
 	flag.Float64Var(&o.purgeDuty, "purge-duty", 0.25, "also purge again, paced to run this fraction of the time (0 or 1: skip)")
+	flag.BoolVar(&o.purgeB2B, "purge-back-to-back", true, "purge with batches back to back (PurgeDutyCycle 1)")
 	flag.BoolVar(&o.volumes, "volumes", true, "keep container databases on a Docker volume instead of the container's own filesystem")
 	flag.StringVar(&o.mysqlParams, "mysql-params", "", "extra go-sql-driver DSN parameters, e.g. interpolateParams=true")
 	flag.IntVar(&o.sqliteConns, "sqlite-conns", 4, "SQLite connection pool size")
@@ -297,7 +299,10 @@ func benchTarget(ctx context.Context, o options, t *target, runID string, rep *r
 	}
 	rep.sizes = append(rep.sizes, targetSizes{target: t.name, sizes: sizes, keysTable: t.keys})
 	if o.purgeRows > 0 && ctx.Err() == nil {
-		modes := []float64{1}
+		var modes []float64
+		if o.purgeB2B {
+			modes = append(modes, 1)
+		}
 		if o.purgeDuty > 0 && o.purgeDuty < 1 {
 			modes = append(modes, o.purgeDuty)
 		}
