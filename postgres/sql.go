@@ -60,8 +60,8 @@ func (d *SQLDriver) Wrap(tx *sql.Tx) (dialect.Queryer, error) {
 }
 
 // Begin starts a transaction at the configured isolation level on a
-// connection of its own, so that the claim's statements can be pipelined on
-// it (database/sql sends BEGIN by itself).
+// connection of its own, so that statements that go together (a takeover's)
+// can be pipelined on it (database/sql sends BEGIN by itself).
 func (d *SQLDriver) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.Txn[*sql.Tx], error) {
 	txOpts := d.opts
 	if opts.Purge {
