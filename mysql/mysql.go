@@ -82,7 +82,7 @@ type Options struct {
 type Driver struct {
 	db      *sql.DB
 	opts    sql.TxOptions
-	pool    idem.Tx
+	pool    *poolQueryer
 	dialect *Dialect
 }
 
@@ -115,7 +115,7 @@ func New(ctx context.Context, db *sql.DB, opts Options) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	pool, err := idem.SQL(db)
+	pool, err := newPoolQueryer(db)
 	if err != nil {
 		return nil, err
 	}
