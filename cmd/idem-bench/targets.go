@@ -340,15 +340,8 @@ func newPgSQLTarget(dsn string, conns int) (*target, error) {
 	row := func(ctx context.Context, s string, args ...any) pgx.Row { return db.QueryRowContext(ctx, s, args...) }
 	t.server = postgresServerInfo(ctx, queryRowFunc(row))
 	t.sizes = postgresSizes(row, keys, orders)
-	t.settle = func(ctx context.Context) error {
-		return postgresSettle(ctx, func(ctx context.Context, s string) error { _, err := db.ExecContext(ctx, s); return err }, keys)
-	}
-	t.fillExpired = func(ctx context.Context, rows int) error {
-		return fillChunks(ctx, rows, func(ctx context.Context, from, to int64) error {
-			_, err := db.ExecContext(ctx, fmt.Sprintf(postgresFill, keys), from, to)
-			return err
-		})
-	}
+	t.settle = func(ctx context.Context) error { return postgresSettle(ctx, sqlExec(db), keys) }
+	t.fillExpired = sqlFillExpired(db, fmt.Sprintf(postgresFill, keys))
 	return t, nil
 }
 
@@ -388,6 +381,43 @@ func sqlTarget(ctx context.Context, t *target, db *sql.DB, insertSQL, floorSQL s
 	t.bare = func(ctx context.Context, _ int64) error { return write(ctx, nil) }
 	t.floor = func(ctx context.Context, req idem.Request) error { return write(ctx, &req) }
 	return nil
+}
+
+// sqlSizes reads the size of each table and its indexes with sizeQuery (one
+// argument, the table name; two columns, table and index bytes), after
+// running refresh (formatted with the table name) when it is not empty.
+func sqlSizes(db *sql.DB, tables []string, refresh, sizeQuery string) func(ctx context.Context) ([]relSize, error) {
+	return func(ctx context.Context) ([]relSize, error) {
+		var out []relSize
+		for _, tbl := range tables {
+			if refresh != "" {
+				if _, err := db.ExecContext(ctx, fmt.Sprintf(refresh, tbl)); err != nil {
+					return nil, err
+				}
+			}
+			r := relSize{table: tbl}
+			err := db.QueryRowContext(ctx, sizeQuery, tbl).Scan(&r.tableBytes, &r.indexBytes)
+			if err == nil {
+				err = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+tbl).Scan(&r.rows)
+			}
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, r)
+		}
+		return out, nil
+	}
+}
+
+// sqlFillExpired runs fill (two arguments: the first and last row number)
+// over the rows in chunks.
+func sqlFillExpired(db *sql.DB, fill string) func(ctx context.Context, rows int) error {
+	return func(ctx context.Context, rows int) error {
+		return fillChunks(ctx, rows, func(ctx context.Context, from, to int64) error {
+			_, err := db.ExecContext(ctx, fill, from, to)
+			return err
+		})
+	}
 }
 
 func sqlInsert(orders, placeholders string) func(ctx context.Context, tx *sql.Tx) error {
@@ -487,31 +517,9 @@ func newMySQLTarget(dsn, params string, conns int) (*target, error) {
 		db.Close()
 		return nil, err
 	}
-	t.sizes = func(ctx context.Context) ([]relSize, error) {
-		var out []relSize
-		for _, tbl := range []string{keys, orders} {
-			if _, err := db.ExecContext(ctx, `ANALYZE TABLE `+tbl); err != nil {
-				return nil, err
-			}
-			r := relSize{table: tbl}
-			err := db.QueryRowContext(ctx, `SELECT data_length, index_length FROM information_schema.tables
-				WHERE table_schema = DATABASE() AND table_name = ?`, tbl).Scan(&r.tableBytes, &r.indexBytes)
-			if err == nil {
-				err = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+tbl).Scan(&r.rows)
-			}
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, r)
-		}
-		return out, nil
-	}
-	t.fillExpired = func(ctx context.Context, rows int) error {
-		return fillChunks(ctx, rows, func(ctx context.Context, from, to int64) error {
-			_, err := db.ExecContext(ctx, fmt.Sprintf(mysqlFill, keys), from, to)
-			return err
-		})
-	}
+	t.sizes = sqlSizes(db, []string{keys, orders}, `ANALYZE TABLE %s`, `SELECT data_length, index_length FROM information_schema.tables
+		WHERE table_schema = DATABASE() AND table_name = ?`)
+	t.fillExpired = sqlFillExpired(db, fmt.Sprintf(mysqlFill, keys))
 	t.settle = func(ctx context.Context) error {
 		if _, err := db.ExecContext(ctx, `ANALYZE TABLE `+keys); err != nil {
 			return err
@@ -599,30 +607,10 @@ func newSQLiteTarget(dir string, conns int) (*target, error) {
 		db.Close()
 		return nil, err
 	}
-	t.sizes = func(ctx context.Context) ([]relSize, error) {
-		var out []relSize
-		for _, tbl := range []string{keys, orders} {
-			r := relSize{table: tbl}
-			err := db.QueryRowContext(ctx, `SELECT
-				COALESCE((SELECT SUM(pgsize) FROM dbstat WHERE name = ?1), 0),
-				COALESCE((SELECT SUM(pgsize) FROM dbstat WHERE name IN (SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = ?1)), 0)`, tbl).
-				Scan(&r.tableBytes, &r.indexBytes)
-			if err == nil {
-				err = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+tbl).Scan(&r.rows)
-			}
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, r)
-		}
-		return out, nil
-	}
-	t.fillExpired = func(ctx context.Context, rows int) error {
-		return fillChunks(ctx, rows, func(ctx context.Context, from, to int64) error {
-			_, err := db.ExecContext(ctx, fmt.Sprintf(sqliteFill, keys), from, to)
-			return err
-		})
-	}
+	t.sizes = sqlSizes(db, []string{keys, orders}, "", `SELECT
+		COALESCE((SELECT SUM(pgsize) FROM dbstat WHERE name = ?1), 0),
+		COALESCE((SELECT SUM(pgsize) FROM dbstat WHERE name IN (SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = ?1)), 0)`)
+	t.fillExpired = sqlFillExpired(db, fmt.Sprintf(sqliteFill, keys))
 	t.settle = func(ctx context.Context) error {
 		_, err := db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
 		return err
