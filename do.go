@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -22,9 +23,13 @@ const rollbackTimeout = 5 * time.Second
 // req's key, runs fn in the transaction, stores fn's response and commits.
 // Losers get Replay, Mismatch or InFlight without running fn.
 //
-// fn's error rolls back and is returned unchanged. A response with a 5xx
-// status is returned with Committed false and rolled back, unless
-// Config.StoreServerErrors is set. Errors the dialect classifies as retryable
+// fn's error rolls back and is returned unchanged. A response whose status
+// Config.StoreStatus refuses (by default 5xx, 408, 425 and 429) is returned
+// with Committed false and rolled back. Once fn has returned, the completion
+// and COMMIT no longer end when ctx does: they run within
+// Config.CommitTimeout, so a caller that hangs up does not make a healthy
+// commit's outcome unknown. fn must not commit or roll back the
+// transaction itself; if it does, Do returns a *TxEndedError. Errors the dialect classifies as retryable
 // (serialization failure, deadlock), from any statement including fn's,
 // retry the whole transaction up to Config.MaxAttempts times with jittered
 // backoff; then Do returns a *RetryError. Everything else is returned wrapped
@@ -99,7 +104,9 @@ func (e fnError) Unwrap() error { return e.err }
 
 // attempt runs one transaction.
 func (s *Store[TTx]) attempt(ctx context.Context, req Request, fn Func[TTx]) (Result, error) {
-	txn, err := s.driver.Begin(ctx, dialect.BeginOptions{WaitBound: s.cfg.WaitBound})
+	txCtx := followContext(ctx)
+	defer txCtx.release()
+	txn, err := s.driver.Begin(txCtx, dialect.BeginOptions{WaitBound: s.cfg.WaitBound})
 	if err != nil {
 		err = s.d.Classify(err)
 		if errors.Is(err, ErrLockTimeout) && ctx.Err() == nil {
@@ -129,18 +136,84 @@ func (s *Store[TTx]) attempt(ctx context.Context, req Request, fn Func[TTx]) (Re
 	if err := resp.validate(); err != nil {
 		return Result{}, err
 	}
-	if resp.Status >= 500 && !s.cfg.StoreServerErrors {
+	if !s.cfg.StoreStatus(resp.Status) {
 		return Result{Outcome: Won, Response: resp}, nil
 	}
-	if err := claim.Complete(ctx, resp); err != nil {
+	// The work is done: from here a caller that goes away must not turn
+	// the commit into one whose outcome is unknown. The commit timeout
+	// bounds it instead.
+	if !txCtx.detach(s.cfg.CommitTimeout) {
+		return Result{}, s.failed(ctx, "complete", req, ctx.Err())
+	}
+	if err := claim.Complete(txCtx, resp); err != nil {
+		if errors.Is(err, ErrTxDone) {
+			return Result{}, s.txEnded(req, err)
+		}
 		return Result{}, err
 	}
 	finished = true
-	if err := txn.Commit(ctx); err != nil {
+	if err := txn.Commit(txCtx); err != nil {
 		rollback(ctx, txn)
-		return Result{}, s.failed(ctx, "commit of", req, s.d.Classify(err))
+		err = s.d.Classify(err)
+		if errors.Is(err, ErrTxDone) {
+			return Result{}, s.txEnded(req, err)
+		}
+		return Result{}, s.failed(txCtx, "commit of", req, err)
 	}
 	return Result{Outcome: Won, Response: resp, Committed: true}, nil
+}
+
+// txEnded reports that the function committed or rolled back the
+// transaction Do gave it. A read of the key tells which: a claim still in
+// flight was committed by the function, with whatever it wrote.
+func (s *Store[TTx]) txEnded(req Request, cause error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
+	defer cancel()
+	e := &TxEndedError{Scope: req.Scope, Key: req.Key, Err: cause}
+	rec, found, err := s.d.Lookup(ctx, s.driver.Pool(), s.table, dialect.LookupArgs{Scope: req.Scope, Key: req.Key, Now: s.now()})
+	switch {
+	case err != nil:
+		e.Err = fmt.Errorf("%w (reading the key afterwards also failed: %w)", cause, s.d.Classify(err))
+		e.Unknown = true
+	case found && rec.State == dialect.InFlight && bytes.Equal(rec.Fingerprint, req.Fingerprint[:]):
+		e.ClaimCommitted = true
+		e.ExpiresAt = rec.ExpiresAt
+	}
+	return e
+}
+
+// txContext is the context a transaction of Do is begun with. It follows
+// the caller's context until detach; after that the caller going away no
+// longer ends it, and the timeout given to detach does.
+type txContext struct {
+	context.Context
+	cancel context.CancelFunc
+	follow func() bool // stops following the caller's context
+	timer  *time.Timer
+}
+
+func followContext(ctx context.Context) *txContext {
+	c, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	return &txContext{Context: c, cancel: cancel, follow: context.AfterFunc(ctx, cancel)}
+}
+
+// detach stops following the caller's context and bounds what is left by
+// timeout. It reports false when the caller's context had already ended
+// (the transaction may already be rolling back).
+func (c *txContext) detach(timeout time.Duration) bool {
+	if !c.follow() {
+		return false
+	}
+	c.timer = time.AfterFunc(timeout, c.cancel)
+	return true
+}
+
+func (c *txContext) release() {
+	c.follow()
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	c.cancel()
 }
 
 // rollback ends txn even when ctx is already cancelled, within a bound.

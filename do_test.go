@@ -372,8 +372,9 @@ func TestDoControlFlow(t *testing.T) {
 	}
 }
 
-// TestDoStatusPolicy: responses below 500 are stored and committed; 500 to
-// 599 are returned but rolled back unless Config.StoreServerErrors.
+// TestDoStatusPolicy: by default responses below 500 are stored and
+// committed, except 408, 425 and 429; the others are returned but rolled
+// back. Config.StoreStatus replaces the rule.
 func TestDoStatusPolicy(t *testing.T) {
 	for _, tc := range []struct {
 		status      int
@@ -389,15 +390,25 @@ func TestDoStatusPolicy(t *testing.T) {
 		{409, false, true},
 		{422, false, true},
 		{499, false, true},
+		{407, false, true},
+		{408, false, false},
+		{425, false, false},
+		{429, false, false},
+		{430, false, true},
 		{500, false, false},
 		{502, false, false},
 		{503, false, false},
 		{599, false, false},
 		{500, true, true},
 		{599, true, true},
+		{429, true, true},
 	} {
-		t.Run(fmt.Sprintf("%d/store-server-errors=%v", tc.status, tc.storeErrors), func(t *testing.T) {
-			store, f, err := newFakeStore(idem.Config{StoreServerErrors: tc.storeErrors})
+		t.Run(fmt.Sprintf("%d/store-everything=%v", tc.status, tc.storeErrors), func(t *testing.T) {
+			cfg := idem.Config{}
+			if tc.storeErrors {
+				cfg.StoreStatus = func(int) bool { return true }
+			}
+			store, f, err := newFakeStore(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -26,8 +26,10 @@
 //
 // # Retention
 //
-// Every record expires Config.Retention after its claim (24 hours by
-// default). A client retrying after the window has passed gets the work done
+// Every record expires Config.Retention (24 hours by default) after its
+// claim while in flight, and after its completion once completed, so a
+// winner slower than the retention is never overtaken by a retry that
+// waited for it. A client retrying after the window has passed gets the work done
 // a second time: the window is part of your API's contract, so document it
 // to your clients. An expired key is taken over atomically by the next claim
 // (one winner; the old response is cleared). Expiry is decided by one clock

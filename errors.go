@@ -3,6 +3,7 @@ package idem
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/idemkit/idem/dialect"
 )
@@ -34,6 +35,10 @@ var (
 	// ErrRetriesExhausted: Do gave up after Config.MaxAttempts attempts that
 	// failed with retryable errors. The error is a *RetryError.
 	ErrRetriesExhausted = errors.New("idem: retries exhausted")
+	// ErrTxEnded: the function given to Do committed or rolled back the
+	// transaction itself, so its response could not be stored. The error
+	// is a *TxEndedError, which says whether the claim was committed.
+	ErrTxEnded = errors.New("idem: the function ended the transaction")
 )
 
 // The database meanings, re-exported from package dialect (the same values,
@@ -86,6 +91,43 @@ func (e *RetryError) Error() string {
 
 // Unwrap returns ErrRetriesExhausted and the last error.
 func (e *RetryError) Unwrap() []error { return []error{ErrRetriesExhausted, e.Err} }
+
+// TxEndedError is returned by Do when its function committed or rolled back
+// the transaction Do gave it, so the response could not be stored with the
+// work. It matches ErrTxEnded and the driver's error.
+//
+// When ClaimCommitted is true the function committed: its writes and the
+// in-flight claim are in the database, and the response is not. A retry of
+// the key then gets InFlight (HTTP 409) until ExpiresAt, and after that the
+// work is done again. When it is false (and Unknown is false) the function
+// rolled back: nothing was kept and a retry does the work.
+type TxEndedError struct {
+	// Scope and Key name the request.
+	Scope, Key string
+	// ClaimCommitted: the key's in-flight claim was found committed.
+	ClaimCommitted bool
+	// ExpiresAt is when a committed claim expires.
+	ExpiresAt time.Time
+	// Unknown: reading the key afterwards failed, so neither is known.
+	Unknown bool
+	// Err is the error the completion or COMMIT met.
+	Err error
+}
+
+// Error says what the function did and what a retry will see.
+func (e *TxEndedError) Error() string {
+	switch {
+	case e.Unknown:
+		return fmt.Sprintf("idem: key %q in scope %q: the function ended the transaction; whether it committed is unknown: %v", e.Key, e.Scope, e.Err)
+	case e.ClaimCommitted:
+		return fmt.Sprintf("idem: key %q in scope %q: the function committed the transaction itself, so the response was not stored; the key stays in flight until %s: %v",
+			e.Key, e.Scope, e.ExpiresAt.Format(time.RFC3339), e.Err)
+	}
+	return fmt.Sprintf("idem: key %q in scope %q: the function rolled the transaction back itself; nothing was kept: %v", e.Key, e.Scope, e.Err)
+}
+
+// Unwrap returns ErrTxEnded and the driver's error.
+func (e *TxEndedError) Unwrap() []error { return []error{ErrTxEnded, e.Err} }
 
 // retryable reports whether a whole transaction may be retried after err.
 func retryable(err error) bool {

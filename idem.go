@@ -31,6 +31,9 @@ const (
 	// pauses three times as long as each batch took, so claims running
 	// beside it keep their latency.
 	DefaultPurgeDutyCycle = 0.25
+	// DefaultCommitTimeout bounds the completion and COMMIT of a transaction
+	// whose function has returned, once the caller's context no longer can.
+	DefaultCommitTimeout = 10 * time.Second
 )
 
 // Config tunes a Store. The zero value of every field means its default.
@@ -38,8 +41,11 @@ type Config struct {
 	// Table is the table name: ASCII letters, digits and '_', not starting
 	// with a digit, at most dialect.MaxIdentifier characters.
 	Table string
-	// Retention is how long a record lives after its claim. A claim of an
-	// expired key takes it over: the work is done again.
+	// Retention is how long a record lives: from its claim while it is in
+	// flight, and from its completion once completed, so a winner slower
+	// than the retention is never overtaken by a retry that waited for it.
+	// A claim of an expired key takes it over: the work is done again. It
+	// must be longer than WaitBound.
 	Retention time.Duration
 	// WaitBound is how long a claim may wait for a transaction holding the
 	// same key (on SQLite: holding the database) before it reports InFlight.
@@ -54,10 +60,17 @@ type Config struct {
 	// MaxAttempts bounds how many times Do runs a transaction that fails
 	// with a retryable error (serialization failure, deadlock).
 	MaxAttempts int
-	// StoreServerErrors makes Do store and commit responses with a 5xx
-	// status. By default such a response is returned but its transaction is
-	// rolled back, so a retry does the work again.
-	StoreServerErrors bool
+	// StoreStatus reports whether Do stores and commits a response with the
+	// given status. A response it refuses is returned to the caller but its
+	// transaction is rolled back, so a retry does the work again. Default:
+	// DefaultStoreStatus (everything but 5xx, 408, 425 and 429).
+	StoreStatus func(status int) bool
+	// CommitTimeout bounds Complete and COMMIT once the function has
+	// returned. From then on the caller's context no longer ends the
+	// transaction (a client that hangs up must not turn a healthy commit
+	// into one whose outcome is unknown); this bound does. Default:
+	// DefaultCommitTimeout.
+	CommitTimeout time.Duration
 	// PurgeBatch is how many expired records one purge transaction deletes.
 	PurgeBatch int
 	// ReadFirst makes Do read the key's record before it begins a
@@ -76,6 +89,20 @@ type Config struct {
 	PurgeDutyCycle float64
 }
 
+// DefaultStoreStatus is the Config.StoreStatus used when none is set. It
+// stores every status except those that say "not now" rather than an
+// outcome: 5xx (the server failed), 408 Request Timeout, 425 Too Early and
+// 429 Too Many Requests. A retry after such an answer does the work.
+func DefaultStoreStatus(status int) bool {
+	switch {
+	case status >= 500:
+		return false
+	case status == 408, status == 425, status == 429:
+		return false
+	}
+	return true
+}
+
 func (c Config) withDefaults() (Config, error) {
 	if c.Table == "" {
 		c.Table = DefaultTable
@@ -84,7 +111,7 @@ func (c Config) withDefaults() (Config, error) {
 		name string
 		v    *time.Duration
 		def  time.Duration
-	}{{"Retention", &c.Retention, DefaultRetention}, {"WaitBound", &c.WaitBound, DefaultWaitBound}} {
+	}{{"Retention", &c.Retention, DefaultRetention}, {"WaitBound", &c.WaitBound, DefaultWaitBound}, {"CommitTimeout", &c.CommitTimeout, DefaultCommitTimeout}} {
 		if *f.v < 0 {
 			return c, fmt.Errorf("%w: %s %v is negative", ErrInvalidConfig, f.name, *f.v)
 		}
@@ -103,6 +130,14 @@ func (c Config) withDefaults() (Config, error) {
 		if *f.v == 0 {
 			*f.v = f.def
 		}
+	}
+	if c.Retention <= c.WaitBound {
+		// A retry that waited the whole bound for the winner must still
+		// find the winner's record when it gets to read it.
+		return c, fmt.Errorf("%w: Retention %v must be longer than WaitBound %v", ErrInvalidConfig, c.Retention, c.WaitBound)
+	}
+	if c.StoreStatus == nil {
+		c.StoreStatus = DefaultStoreStatus
 	}
 	switch {
 	case c.PurgeDutyCycle < 0 || c.PurgeDutyCycle > 1:
@@ -205,8 +240,9 @@ type Record struct {
 	Completed bool
 	// Response is the stored response when Completed.
 	Response Response
-	// CreatedAt is when the key was claimed; ExpiresAt is CreatedAt plus
-	// the retention, after which the key can be claimed afresh.
+	// CreatedAt is when the key was claimed. ExpiresAt is when the key can
+	// be claimed afresh: the retention after the claim while in flight,
+	// after the completion once completed.
 	CreatedAt, ExpiresAt time.Time
 }
 
@@ -218,8 +254,9 @@ type Result struct {
 	// function's response.
 	Response Response
 	// Committed is set by Do: the function's work and the record committed.
-	// It is false on Won when a 5xx response was rolled back (see
-	// Config.StoreServerErrors), and for every other outcome.
+	// It is false on Won when the response's status was not to be stored
+	// and its transaction rolled back (see Config.StoreStatus), and for
+	// every other outcome.
 	Committed bool
 	// Record is the record a loser found (zero on Won, and on an InFlight
 	// that timed out before it could read one).
@@ -366,6 +403,8 @@ func (c *Claim) Complete(ctx context.Context, resp Response) error {
 		Status:      resp.Status,
 		Header:      header,
 		Body:        body,
+		Now:         c.core.now(),
+		Retention:   c.core.cfg.Retention,
 	})
 	if err != nil {
 		return c.core.failed(ctx, "complete", c.req, c.core.d.Classify(err))

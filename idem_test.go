@@ -15,15 +15,17 @@ import (
 // TestNewConfig: zero fields take their defaults, set fields are kept, and
 // negative ones are refused with ErrInvalidConfig.
 func TestNewConfig(t *testing.T) {
+	// The documented defaults, as literals: a changed constant must fail.
 	defaults := idem.Config{
-		Table:       idem.DefaultTable,
-		Retention:   idem.DefaultRetention,
-		WaitBound:   idem.DefaultWaitBound,
-		MaxBody:     idem.DefaultMaxBody,
-		MaxAttempts: idem.DefaultMaxAttempts,
-		PurgeBatch:  idem.DefaultPurgeBatch,
+		Table:       "idempotency_keys",
+		Retention:   24 * time.Hour,
+		WaitBound:   5 * time.Second,
+		MaxBody:     1 << 20,
+		MaxAttempts: 5,
+		PurgeBatch:  1000,
 
-		PurgeDutyCycle: idem.DefaultPurgeDutyCycle,
+		PurgeDutyCycle: 0.25,
+		CommitTimeout:  10 * time.Second,
 	}
 	custom := idem.Config{
 		Table:       "my_keys",
@@ -34,6 +36,7 @@ func TestNewConfig(t *testing.T) {
 		PurgeBatch:  3,
 
 		PurgeDutyCycle: 1,
+		CommitTimeout:  time.Minute,
 	}
 	for _, tc := range []struct {
 		name    string
@@ -50,6 +53,12 @@ func TestNewConfig(t *testing.T) {
 		{name: "negative PurgeBatch", cfg: idem.Config{PurgeBatch: -1}, wantErr: true},
 		{name: "negative PurgeDutyCycle", cfg: idem.Config{PurgeDutyCycle: -0.5}, wantErr: true},
 		{name: "PurgeDutyCycle over 1", cfg: idem.Config{PurgeDutyCycle: 1.5}, wantErr: true},
+		{name: "negative CommitTimeout", cfg: idem.Config{CommitTimeout: -time.Second}, wantErr: true},
+		{name: "Retention equal to WaitBound", cfg: idem.Config{Retention: 5 * time.Second, WaitBound: 5 * time.Second}, wantErr: true},
+		{name: "Retention shorter than the default WaitBound", cfg: idem.Config{Retention: time.Second}, wantErr: true},
+		{name: "Retention just over WaitBound", cfg: idem.Config{Retention: time.Second + 1, WaitBound: time.Second},
+			want: idem.Config{Table: "idempotency_keys", Retention: time.Second + 1, WaitBound: time.Second, MaxBody: 1 << 20, MaxAttempts: 5,
+				PurgeBatch: 1000, PurgeDutyCycle: 0.25, CommitTimeout: 10 * time.Second}},
 		{name: "table not an identifier", cfg: idem.Config{Table: "keys; DROP TABLE x"}, wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -75,6 +84,8 @@ func TestNewConfig(t *testing.T) {
 				{"MaxAttempts", got.MaxAttempts, tc.want.MaxAttempts},
 				{"PurgeBatch", got.PurgeBatch, tc.want.PurgeBatch},
 				{"PurgeDutyCycle", got.PurgeDutyCycle, tc.want.PurgeDutyCycle},
+				{"CommitTimeout", got.CommitTimeout, tc.want.CommitTimeout},
+				{"StoreStatus is set", got.StoreStatus != nil, true},
 				{"Clock is nil", got.Clock == nil, true},
 			} {
 				if f.got != f.want {

@@ -108,6 +108,9 @@ func cases[TTx any]() []testCase[TTx] {
 		{"SubMillisecondWaitBound", testSubMillisecondWaitBound[TTx]},
 		{"ReadFirstSettledKeys", testReadFirstSettledKeys[TTx]},
 		{"ReadFirstOpenKeys", testReadFirstOpenKeys[TTx]},
+		{"SlowWinnerNotOvertaken", testSlowWinnerNotOvertaken[TTx]},
+		{"CommitSurvivesHangUp", testCommitSurvivesHangUp[TTx]},
+		{"FunctionEndsTransaction", testFunctionEndsTransaction[TTx]},
 	}
 }
 

@@ -99,12 +99,12 @@ func testInFlightMismatch[TTx any](t *testing.T, b Backend[TTx]) {
 	}
 }
 
-// testStatusPolicy: every status below 500 is stored and replays; 500 to 599
-// are returned but rolled back (the retry does the work again) unless
-// Config.StoreServerErrors is set.
+// testStatusPolicy: by default every status below 500 but 408, 425 and 429
+// is stored and replays; the others are returned but rolled back (the retry
+// does the work again). Config.StoreStatus changes the rule.
 func testStatusPolicy[TTx any](t *testing.T, b Backend[TTx]) {
 	e := setup(t, b, idem.Config{})
-	storing, err := idem.New(e.driver, idem.Config{Table: e.table, WaitBound: e.store.Config().WaitBound, StoreServerErrors: true})
+	storing, err := idem.New(e.driver, idem.Config{Table: e.table, WaitBound: e.store.Config().WaitBound, StoreStatus: func(int) bool { return true }})
 	if err != nil {
 		t.Fatalf("[%s] idem.New: %v", e.name, err)
 	}
@@ -120,11 +120,15 @@ func testStatusPolicy[TTx any](t *testing.T, b Backend[TTx]) {
 		{409, false, true},
 		{422, false, true},
 		{499, false, true},
+		{408, false, false},
+		{425, false, false},
+		{429, false, false},
 		{500, false, false},
 		{503, false, false},
 		{599, false, false},
 		{500, true, true},
 		{599, true, true},
+		{429, true, true},
 	} {
 		store, label := e.store, fmt.Sprintf("status-%d", tc.status)
 		if tc.storeErrors {

@@ -264,11 +264,11 @@ func testServerErrorNotStored[TTx any](t *testing.T, b Backend[TTx]) {
 }
 
 func testServerErrorStoredByPolicy[TTx any](t *testing.T, b Backend[TTx]) {
-	e := setup(t, b, idem.Config{StoreServerErrors: true})
+	e := setup(t, b, idem.Config{StoreStatus: func(int) bool { return true }})
 	req := request("5xx-2", "x")
 	res := e.do(e.store, req, e.work("5xx-2", idem.Response{Status: 500, Body: []byte("kept")}))
 	if !res.Committed {
-		e.fatalf(req.Key, "5xx with StoreServerErrors: not committed")
+		e.fatalf(req.Key, "5xx with StoreStatus storing everything: not committed")
 	}
 	res = e.do(e.store, req, e.work("5xx-2", created("other")))
 	if res.Outcome != idem.Replay || res.Response.Status != 500 || string(res.Response.Body) != "kept" {
@@ -327,16 +327,42 @@ func testDatabaseClock[TTx any](t *testing.T, b Backend[TTx]) {
 	e := setup(t, b, idem.Config{Retention: retention})
 	req := request("dbclock-1", "x")
 	before := time.Now()
-	e.do(e.store, req, e.work("dbclock-1", created("x")))
+	// In flight, the record expires the retention after its claim.
+	txn := e.begin()
+	defer txn.Rollback(e.ctx)
+	claim, err := e.store.Claim(e.ctx, txn.Native(), req)
+	if err != nil || claim.Outcome != idem.Won {
+		e.fatalf(req.Key, "Claim: %+v, %v", claim, err)
+	}
+	if err := txn.Commit(e.ctx); err != nil {
+		e.fatalf(req.Key, "Commit of the claim: %v", err)
+	}
+	inFlight := e.rawRecord(req)
+	// The database runs on this machine's clock (containers share the kernel's).
+	if d := inFlight.CreatedAt.Sub(before); d < -5*time.Second || d > time.Minute {
+		e.fatalf(req.Key, "created_at %v is %v from the test's clock", inFlight.CreatedAt, d)
+	}
+	if got := inFlight.ExpiresAt.Sub(inFlight.CreatedAt); got != retention {
+		e.fatalf(req.Key, "in flight: expires - created = %v, want the retention %v", got, retention)
+	}
+	// Completed, the retention counts from the completion: a little later.
+	other := request("dbclock-2", "x")
+	e.do(e.store, other, e.work("dbclock-2", created("x")))
+	done, err := e.store.Lookup(e.ctx, other.Scope, other.Key)
+	if err != nil {
+		e.fatalf(other.Key, "Lookup: %v", err)
+	}
+	if got := done.ExpiresAt.Sub(done.CreatedAt); got < retention || got > retention+time.Minute {
+		e.fatalf(other.Key, "completed: expires - created = %v, want the retention %v plus the time the work took", got, retention)
+	}
+}
+
+// rawRecord reads a record, in flight or not, through the store's Lookup.
+func (e *env[TTx]) rawRecord(req idem.Request) idem.Record {
+	e.t.Helper()
 	rec, err := e.store.Lookup(e.ctx, req.Scope, req.Key)
 	if err != nil {
 		e.fatalf(req.Key, "Lookup: %v", err)
 	}
-	// The database runs on this machine's clock (containers share the kernel's).
-	if d := rec.CreatedAt.Sub(before); d < -5*time.Second || d > time.Minute {
-		e.fatalf(req.Key, "created_at %v is %v from the test's clock", rec.CreatedAt, d)
-	}
-	if got := rec.ExpiresAt.Sub(rec.CreatedAt); got != retention {
-		e.fatalf(req.Key, "expires - created = %v, want the retention %v", got, retention)
-	}
+	return rec
 }

@@ -104,9 +104,9 @@ type Dialect interface {
 	Claim(ctx context.Context, q Queryer, t Table, a ClaimArgs) (ClaimResult, error)
 
 	// Complete stores the response on the in-flight record the transaction
-	// claimed, as a separate statement from the claim. It returns
-	// ErrNotClaimed when no in-flight record with that scope, key and
-	// fingerprint exists.
+	// claimed, as a separate statement from the claim, and moves its expiry
+	// to the completion time plus a.Retention. It returns ErrNotClaimed
+	// when no in-flight record with that scope, key and fingerprint exists.
 	Complete(ctx context.Context, q Queryer, t Table, a CompleteArgs) error
 
 	// Lookup reads the live (not expired) record for a.Scope and a.Key. It
@@ -182,6 +182,11 @@ type CompleteArgs struct {
 	Header []byte
 	// Body is the response body, never nil.
 	Body []byte
+	// Now is the store's clock; the zero time means the database's clock.
+	Now time.Time
+	// Retention is added to the completion time to give the new expiry:
+	// a completed record lives the whole retention after its completion.
+	Retention time.Duration
 }
 
 // LookupArgs name one record.

@@ -28,30 +28,40 @@
 //	same    retry of a stored answer: status, headers and      -
 //	        body as stored, plus Idempotent-Replayed: true
 //	400     Idempotency-Key missing, repeated or malformed     no
-//	        (empty, over 255 bytes, not printable ASCII), or
-//	        the body could not be read
+//	        (empty, over 255 bytes, not printable ASCII, a
+//	        malformed quoted string), or the body could not
+//	        be read
+//	403     no principal (Config.Principal returned ""), and   no
+//	        Config.AllowAnonymous is not set
 //	409     another request holds the key (or, on SQLite, the  no
 //	        database) past the store's wait bound; Retry-After
 //	413     request body over Config.MaxRequestBody            no
-//	422     the key was used with a different request          no
+//	422     the key was used with a different request (another no
+//	        resource, query or body)
 //	500     the handler called Fail, or its response is too    no (rolled back)
 //	        large to store (idem.Config.MaxBody, MaxHeaderBytes)
+//	500     the handler committed or rolled back the           the handler's
+//	        transaction itself ("transaction-ended"; see       writes, if it
+//	        idem.TxEndedError): if it committed, retries get   committed
+//	        409 until the key expires
 //	503     the database failed or a commit's outcome is       no (or unknown)
 //	        unknown; Retry-After. Retrying with the same key
 //	        is safe: it replays or does the work once
 //
-// The handler's own 5xx answers are served but rolled back (see
-// idem.Config.StoreServerErrors), so a retry runs the handler again; every
-// other status, 4xx included, commits with the handler's writes and replays.
+// The handler's own answers with a status that says "not now" rather than
+// an outcome (5xx, 408, 425 and 429, see idem.Config.StoreStatus) are served
+// but rolled back, so a retry runs the handler again; every other status,
+// 4xx included, commits with the handler's writes and replays.
 // A panic in the handler rolls back and propagates to net/http (or your
 // recovery middleware); nothing is stored.
 //
 // The middleware's own errors are RFC 9457 problem details
 // (application/problem+json) with type "about:blank", the status phrase as
 // title, a detail for people, and a "code" member for programs:
-// "key-missing", "key-invalid", "body-too-large", "body-unreadable",
-// "key-mismatch", "in-flight", "response-too-large", "handler-failed",
-// "commit-unknown", "store-unavailable".
+// "key-missing", "key-invalid", "principal-missing", "body-too-large",
+// "body-unreadable", "key-mismatch", "in-flight", "response-too-large",
+// "handler-failed", "transaction-ended", "commit-unknown",
+// "store-unavailable".
 //
 // # Retention
 //
@@ -71,20 +81,65 @@
 // Content-Length (always set from the body when written) and the two
 // headers this package adds. Config.StoreHeader decides the rest; its
 // default, DefaultStoreHeader, also leaves out Date (the server sets a
-// current one on every response) and Set-Cookie (a session must not be
-// handed out again, nor kept in the database).
+// current one on every response), Set-Cookie (a session must not be handed
+// out again, nor kept in the database), and Authentication-Info and
+// Proxy-Authentication-Info (they belong to one authentication exchange).
 //
 // A Content-Type the handler did not set is sniffed the way net/http does
 // before the response is stored, so the first answer and its replays agree.
 //
 // # Scope and fingerprint
 //
-// Keys are scoped by Config.Principal (the authenticated client or tenant),
-// the method and the route (Config.Route, by default the ServeMux pattern
-// that matched, else the URL path), so keys never collide across clients or
-// endpoints and a key cannot read another client's answer. The fingerprint
-// (Config.Fingerprint) is by default the method, route, raw query and body
-// bytes: the same key with another body or query is a 422, not a retry.
+// A key is looked up within its scope, and a stored record answers only a
+// request with the same fingerprint; anything else with that key is a 422.
+//
+// The scope is the principal (Config.Principal: the authenticated client or
+// tenant), the method and the route, written as
+//
+//	POST "POST /invoices/{id}/pay" "tenant-7"
+//
+// (hashed when longer than idem.MaxScopeBytes). The route (Config.Route) is
+// by default the ServeMux pattern that matched, such as
+// "POST /invoices/{id}/pay", and "" when there is none (the middleware wraps
+// a whole mux, or a router that sets no pattern). It is the pattern, not the
+// concrete path, so a key reused on another resource of the same route
+// meets its first use and is a mismatch, never a fresh key: keys never
+// collide across clients, methods or routes, and a key cannot read another
+// client's answer.
+//
+// The fingerprint (Config.Fingerprint, by default DefaultFingerprint) covers
+// what identifies the resource and the change: the method, the route, the
+// host (unless the pattern names one), the escaped path with its wildcard
+// values, the raw query and the body bytes. So with the pattern
+// "POST /invoices/{id}/pay", a key used to pay invoice 1 and then sent to
+// pay invoice 2 gets 422, and invoice 2's handler does not run.
+//
+// A request whose Principal is "" is refused (403, "principal-missing") and
+// logged: the middleware belongs after authentication. Config.AllowAnonymous
+// accepts such requests in one shared scope, for endpoints anonymous by
+// design.
+//
+// To customise: keep Route a pattern, and make Fingerprint hash everything
+// that tells two requests apart, with idem.Hasher. For example, to ignore
+// the order of query parameters and hash only the fields that matter:
+//
+//	Fingerprint: func(r *http.Request, route string, body []byte) idem.Fingerprint {
+//		var h idem.Hasher
+//		h.AddString(r.Method)
+//		h.AddString(route)
+//		h.AddString(r.URL.EscapedPath())
+//		h.AddString(r.URL.Query().Encode()) // sorted by key
+//		h.Add(canonicalJSON(body))          // yours
+//		return h.Sum()
+//	}
+//
+// # Keys on the wire
+//
+// The Idempotency-Key header carries one key: the bare key as most clients
+// send it (order-4711), or an RFC 8941 sf-string as the IETF draft defines
+// it ("order-4711", with \" and \\ escapes), which is the same key. A value
+// that starts with a double quote but is not a well-formed sf-string (or
+// has parameters) is a 400.
 //
 // # Limits
 //

@@ -141,3 +141,64 @@ func ExampleTransport() {
 	// 201 created from {"item":88}
 	// attempts: 3 distinct keys: 1
 }
+
+// A custom fingerprint: the invoice in the path and the amount in the body
+// identify a payment; a free-text note does not, so a retry that rewrote the
+// note still replays. The route stays the pattern, so the same key sent to
+// pay another invoice is a mismatch.
+func ExampleConfig_fingerprint() {
+	ctx := context.Background()
+	db, err := sqlite.Open(":memory:")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	drv, err := sqlite.New(db)
+	if err != nil {
+		log.Fatal(err)
+	}
+	store, err := idem.New(drv, idem.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := store.Migrate(ctx); err != nil {
+		log.Fatal(err)
+	}
+	mw, err := idemhttp.New(store, idemhttp.Config{
+		Principal: func(r *http.Request) string { return r.Header.Get("X-Tenant") },
+		Fingerprint: func(r *http.Request, route string, body []byte) idem.Fingerprint {
+			var in struct{ Amount int64 }
+			_ = json.Unmarshal(body, &in) // a body that does not parse fingerprints as amount 0
+			var h idem.Hasher
+			h.AddString(r.Method)
+			h.AddString(route)
+			h.AddString(r.PathValue("id"))
+			h.AddString(fmt.Sprint(in.Amount))
+			return h.Sum()
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	var payments atomic.Int64
+	mux := http.NewServeMux()
+	mux.Handle("POST /invoices/{id}/pay", mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := payments.Add(1)
+		fmt.Fprintf(w, "payment %d for invoice %s", n, r.PathValue("id"))
+	})))
+	pay := func(invoice, body string) {
+		req := httptest.NewRequest(http.MethodPost, "/invoices/"+invoice+"/pay", strings.NewReader(body))
+		req.Header.Set("X-Tenant", "acme")
+		req.Header.Set(idemhttp.HeaderKey, "checkout-42")
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		fmt.Printf("%d replayed=%q %s\n", rec.Code, rec.Header().Get(idemhttp.HeaderReplayed), strings.SplitN(rec.Body.String(), "\n", 2)[0])
+	}
+	pay("1", `{"amount":500,"note":"first try"}`)
+	pay("1", `{"amount":500,"note":"retry"}`) // the note is not part of the fingerprint
+	pay("2", `{"amount":500}`)                // another invoice with the same key
+	// Output:
+	// 200 replayed="" payment 1 for invoice 1
+	// 200 replayed="true" payment 1 for invoice 1
+	// 422 replayed="" {"type":"about:blank","title":"Unprocessable Entity","status":422,"detail":"This Idempotency-Key was already used with a different request (another resource, query or body). Use a new key for a new operation.","code":"key-mismatch"}
+}

@@ -24,23 +24,43 @@ func validKey(k string) bool {
 	return true
 }
 
-// FuzzKey: reading the header never panics, and accepts exactly the keys of
-// 1 to 255 printable ASCII bytes, returned unchanged; a repeated header is
-// always refused.
+// sfQuote writes key as an RFC 8941 sf-string.
+func sfQuote(key string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(key) + `"`
+}
+
+// FuzzKey: reading the header never panics. A bare value is accepted
+// exactly when it is 1 to 255 printable ASCII bytes, and returned unchanged;
+// a value starting with a double quote is an sf-string: accepted only when
+// it is the quoted form of a valid key, which it returns. Every valid key
+// also round-trips through its quoted form, and a repeated header is always
+// refused.
 func FuzzKey(f *testing.F) {
-	for _, seed := range []string{"", "k", "order-4711", " ", "~", "\x7f", "\x00", "\t", "clé", "\xff", strings.Repeat("k", 255), strings.Repeat("k", 256)} {
+	for _, seed := range []string{"", "k", "order-4711", " ", "~", "\x7f", "\x00", "\t", "clé", "\xff", strings.Repeat("k", 255), strings.Repeat("k", 256),
+		`"abc"`, `"a\"b"`, `"a\\b"`, `"abc`, `"a\b"`, `"abc";p=1`, `""`, `"\"`, `"é"`} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, k string) {
 		got, err := keyFrom(http.Header{HeaderKey: {k}})
-		if want := validKey(k); (err == nil) != want {
-			t.Fatalf("keyFrom(%q): err %v, want valid=%v", k, err, want)
-		}
-		if err == nil && got != k {
-			t.Fatalf("keyFrom(%q) = %q, want the key unchanged", k, got)
-		}
 		if err != nil && !errors.Is(err, idem.ErrInvalidKey) {
 			t.Fatalf("keyFrom(%q): %v does not wrap idem.ErrInvalidKey", k, err)
+		}
+		if strings.HasPrefix(k, `"`) {
+			if err == nil && (!validKey(got) || sfQuote(got) != k) {
+				t.Fatalf("keyFrom(%q) = %q, which is not the key this sf-string quotes", k, got)
+			}
+		} else {
+			if want := validKey(k); (err == nil) != want {
+				t.Fatalf("keyFrom(%q): err %v, want valid=%v", k, err, want)
+			}
+			if err == nil && got != k {
+				t.Fatalf("keyFrom(%q) = %q, want the key unchanged", k, got)
+			}
+		}
+		if validKey(k) {
+			if got, err := keyFrom(http.Header{HeaderKey: {sfQuote(k)}}); err != nil || got != k {
+				t.Fatalf("quoted form %s of the valid key %q: %q, %v", sfQuote(k), k, got, err)
+			}
 		}
 		if _, err := keyFrom(http.Header{HeaderKey: {k, k}}); !errors.Is(err, idem.ErrInvalidKey) {
 			t.Fatalf("two headers %q: %v, want ErrInvalidKey", k, err)
@@ -74,26 +94,41 @@ func equal(a, b []string) bool {
 	return true
 }
 
+// fingerprint is the default fingerprint of the parts method, route,
+// host, path, query and body, for a request no pattern matched.
 func fingerprint(p []string) idem.Fingerprint {
-	r := &http.Request{Method: p[0], URL: &url.URL{RawQuery: p[2]}}
-	return DefaultFingerprint(r, p[1], []byte(p[3]))
+	r := &http.Request{Method: p[0], Host: p[2], URL: &url.URL{Path: p[3], RawQuery: p[4]}}
+	return DefaultFingerprint(r, p[1], []byte(p[5]))
 }
 
-// FuzzFingerprint: the default fingerprint of (method, route, query, body)
-// is deterministic, and the same bytes split differently between the parts
-// give a different fingerprint (the framing is unambiguous).
+// FuzzFingerprint: the default fingerprint of (method, route, host, path,
+// query, body) is deterministic, and the same bytes split differently
+// between the parts give a different fingerprint (the framing is
+// unambiguous). Hosts compare case-insensitively.
 func FuzzFingerprint(f *testing.F) {
-	f.Add("POST", "/orders", "", `{"item":88}`, uint8(0), uint8(0), uint8(0))
-	f.Add("POST", "/orders", "a=1", "", uint8(5), uint8(7), uint8(3))
-	f.Add("PATCH", "POST /orders/{id}", "", "x", uint8(4), uint8(1), uint8(250))
-	f.Add("", "", "", "", uint8(0), uint8(0), uint8(0))
-	f.Fuzz(func(t *testing.T, method, route, query, body string, c1, c2, c3 uint8) {
-		p := []string{method, route, query, body}
+	f.Add("POST", "/orders", "api.example", "/orders", "", `{"item":88}`, uint8(0), uint8(0), uint8(0), uint8(0), uint8(0))
+	f.Add("POST", "/orders", "", "/orders/1", "a=1", "", uint8(5), uint8(7), uint8(3), uint8(1), uint8(2))
+	f.Add("PATCH", "POST /orders/{id}", "h", "/orders/2", "", "x", uint8(4), uint8(1), uint8(250), uint8(9), uint8(0))
+	f.Add("", "", "", "", "", "", uint8(0), uint8(0), uint8(0), uint8(0), uint8(0))
+	f.Fuzz(func(t *testing.T, method, route, host, path, query, body string, c1, c2, c3, c4, c5 uint8) {
+		p := []string{method, route, asciiLower(host), path, query, body}
 		fp := fingerprint(p)
 		if fp != fingerprint(append([]string(nil), p...)) {
 			t.Fatalf("fingerprint of %q is not deterministic", p)
 		}
-		q := resplit(p, []uint8{c1, c2, c3})
+		upper := append([]string(nil), p...)
+		up := []byte(host)
+		for i, c := range up {
+			if 'a' <= c && c <= 'z' {
+				up[i] = c - ('a' - 'A')
+			}
+		}
+		upper[2] = string(up)
+		if fingerprint(upper) != fp {
+			t.Fatalf("hosts %q and %q fingerprint differently", host, upper[2])
+		}
+		q := resplit(p, []uint8{c1, c2, c3, c4, c5})
+		q[2] = asciiLower(q[2])
 		if equal(p, q) != (fp == fingerprint(q)) {
 			t.Fatalf("parts %q and %q: equal=%v but fingerprints equal=%v", p, q, equal(p, q), fp == fingerprint(q))
 		}

@@ -24,15 +24,17 @@ var hopByHop = map[string]bool{
 
 // DefaultStoreHeader is the Config.StoreHeader used when none is set: it
 // stores every header except Date (the server sends a current one on every
-// response) and Set-Cookie (a session must not be handed out again, nor
-// kept in the database). To replay cookies as well:
+// response), Set-Cookie (a session must not be handed out again, nor kept
+// in the database), and Authentication-Info and Proxy-Authentication-Info
+// (they belong to one authentication exchange, a next nonce for example).
+// To replay cookies as well:
 //
 //	StoreHeader: func(name string) bool {
 //		return name == "Set-Cookie" || idemhttp.DefaultStoreHeader(name)
 //	}
 func DefaultStoreHeader(name string) bool {
 	switch name {
-	case "Date", "Set-Cookie":
+	case "Date", "Set-Cookie", "Authentication-Info", "Proxy-Authentication-Info":
 		return false
 	}
 	return true

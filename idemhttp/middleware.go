@@ -39,24 +39,39 @@ const (
 type Config struct {
 	// Principal returns who is asking: the authenticated user, client or
 	// tenant. It is part of every key's scope, so one client's key can never
-	// replay another's response. Authenticate before the middleware runs;
-	// return a constant only for a service with a single client.
+	// replay another's response. The middleware belongs after
+	// authentication, where the principal is known. A request for which it
+	// returns "" is refused with 403 (code "principal-missing") and logged,
+	// unless AllowAnonymous is set.
 	Principal func(r *http.Request) string
+
+	// AllowAnonymous accepts requests whose Principal is "". They all share
+	// one scope: one anonymous caller can replay another's stored answer
+	// (with the same key and body), take keys first, and learn whether a
+	// key was used. Set it only for endpoints that are anonymous by design,
+	// and whose answers hold nothing private.
+	AllowAnonymous bool
 
 	// Methods are the methods that require a key. Requests with other
 	// methods pass through untouched, without a transaction. Default: POST
 	// and PATCH.
 	Methods []string
 
-	// Route names the endpoint in the scope and the default fingerprint.
-	// Default: DefaultRoute (the ServeMux pattern, else the URL path).
+	// Route names the endpoint in the scope (with the principal and the
+	// method) and in the default fingerprint. Keep it a pattern, not the
+	// concrete path: a key reused on another resource of the same route is
+	// then a mismatch (422), not a fresh key. Default: DefaultRoute (the
+	// ServeMux pattern that matched, else "").
 	Route func(r *http.Request) string
 
 	// Fingerprint hashes what the request asks for; the same key with
 	// another fingerprint gets 422. It gets the request, its route and the
-	// whole body (r.Body must not be read). Build custom ones with
-	// idem.Hasher, for example to hash selected JSON fields. Default:
-	// DefaultFingerprint.
+	// whole body (r.Body must not be read). It must cover everything that
+	// identifies the resource and the change: a key that fingerprints the
+	// same on two resources replays the first one's answer for the second.
+	// Build custom ones with idem.Hasher, for example to hash selected JSON
+	// fields next to the path. Default: DefaultFingerprint (method, route,
+	// host, path, query and body).
 	Fingerprint func(r *http.Request, route string, body []byte) idem.Fingerprint
 
 	// MaxRequestBody is the largest request body accepted; a larger one gets
@@ -73,7 +88,8 @@ type Config struct {
 	// 409 and 503. Default: DefaultRetryAfter.
 	RetryAfter time.Duration
 
-	// Logger receives the errors behind 5xx answers. Default: slog.Default().
+	// Logger receives the errors behind 5xx answers and the requests refused
+	// for a missing principal. Default: slog.Default().
 	Logger *slog.Logger
 }
 
@@ -180,9 +196,17 @@ func (m *Middleware[TTx]) serve(w http.ResponseWriter, r *http.Request, next htt
 		return
 	}
 
+	principal := m.cfg.Principal(r)
+	if principal == "" && !m.cfg.AllowAnonymous {
+		m.logger().LogAttrs(r.Context(), slog.LevelWarn, "idemhttp: refused a request without a principal; install the middleware after authentication, or set Config.AllowAnonymous for endpoints anonymous by design",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path))
+		writeProblem(w, http.StatusForbidden, "principal-missing",
+			"This request carries an Idempotency-Key but no authenticated caller to scope it to, so it was refused. Nothing was done.")
+		return
+	}
 	route := m.cfg.Route(r)
 	req := idem.Request{
-		Scope:       scopeOf(m.cfg.Principal(r), r.Method, route),
+		Scope:       scopeOf(principal, r.Method, route),
 		Key:         key,
 		Fingerprint: m.cfg.Fingerprint(r, route, body),
 	}
@@ -219,7 +243,7 @@ func (m *Middleware[TTx]) serve(w http.ResponseWriter, r *http.Request, next htt
 		writeResponse(w, res.Response.Status, res.Response.Header, res.Response.Body)
 	case idem.Mismatch:
 		writeProblem(w, http.StatusUnprocessableEntity, "key-mismatch",
-			"This Idempotency-Key was already used with a different request (method, route, query or body). Use a new key for a new operation.")
+			"This Idempotency-Key was already used with a different request (another resource, query or body). Use a new key for a new operation.")
 	case idem.InFlight:
 		w.Header().Set("Retry-After", m.retryAfter)
 		detail := "A request with this Idempotency-Key is still in progress. Retry later with the same key."
@@ -235,15 +259,14 @@ func (m *Middleware[TTx]) serve(w http.ResponseWriter, r *http.Request, next htt
 // failed answers an error from Do: nothing was stored, or (ErrCommitUnknown)
 // it is not known whether it was.
 func (m *Middleware[TTx]) failed(w http.ResponseWriter, r *http.Request, req idem.Request, err error) {
-	logger := m.cfg.Logger
-	if logger == nil {
-		logger = slog.Default()
-	}
 	log := func(msg string) {
-		logger.LogAttrs(r.Context(), slog.LevelError, "idemhttp: "+msg,
+		m.logger().LogAttrs(r.Context(), slog.LevelError, "idemhttp: "+msg,
 			slog.String("scope", req.Scope), slog.String("key", req.Key), slog.Any("error", err))
 	}
-	var herr *handlerError
+	var (
+		herr  *handlerError
+		ended *idem.TxEndedError
+	)
 	switch {
 	case errors.Is(err, idem.ErrResponseTooLarge):
 		log("response too large to store; rolled back")
@@ -262,6 +285,14 @@ func (m *Middleware[TTx]) failed(w http.ResponseWriter, r *http.Request, req ide
 		w.Header().Set("Retry-After", m.retryAfter)
 		writeProblem(w, http.StatusServiceUnavailable, "store-unavailable",
 			"The operation conflicted with concurrent ones and was rolled back. Retry with the same Idempotency-Key.")
+	case errors.As(err, &ended):
+		log("handler ended the transaction itself")
+		detail := "The operation failed: its transaction was ended before the response could be stored, and it was rolled back. Retrying with the same Idempotency-Key does the operation."
+		if ended.ClaimCommitted || ended.Unknown {
+			w.Header().Set("Retry-After", m.retryAfter)
+			detail = "The operation may have taken effect, but its response could not be stored. Until this Idempotency-Key expires, requests with it get 409; contact the service before making a new key for the same operation."
+		}
+		writeProblem(w, http.StatusInternalServerError, "transaction-ended", detail)
 	case errors.As(err, &herr):
 		log("handler failed; rolled back")
 		writeProblem(w, http.StatusInternalServerError, "handler-failed", "The operation failed and was rolled back. Nothing was stored.")
@@ -273,6 +304,13 @@ func (m *Middleware[TTx]) failed(w http.ResponseWriter, r *http.Request, req ide
 		writeProblem(w, http.StatusServiceUnavailable, "store-unavailable",
 			"The operation could not be recorded and was rolled back. Retry with the same Idempotency-Key.")
 	}
+}
+
+func (m *Middleware[TTx]) logger() *slog.Logger {
+	if m.cfg.Logger != nil {
+		return m.cfg.Logger
+	}
+	return slog.Default()
 }
 
 // readBody reads the whole body, at most limit bytes.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/idemkit/idem"
 )
@@ -15,7 +16,13 @@ var errNoKey = errors.New("idemhttp: no Idempotency-Key header")
 
 // keyFrom returns the request's idempotency key. It fails with errNoKey when
 // the header is absent, and with an error wrapping idem.ErrInvalidKey when
-// it is repeated or is not 1 to idem.MaxKeyBytes bytes of printable ASCII.
+// it is repeated, is a malformed quoted string, or is not 1 to
+// idem.MaxKeyBytes bytes of printable ASCII.
+//
+// The IETF draft defines the header as an RFC 8941 sf-string ("abc"); most
+// clients send the bare key (abc). Both are accepted: a value that starts
+// with a double quote is parsed as an sf-string, anything else is the key
+// as sent.
 func keyFrom(h http.Header) (string, error) {
 	values := h.Values(HeaderKey)
 	switch len(values) {
@@ -25,40 +32,122 @@ func keyFrom(h http.Header) (string, error) {
 	default:
 		return "", fmt.Errorf("%w: %d %s headers, want one", idem.ErrInvalidKey, len(values), HeaderKey)
 	}
-	if err := idem.ValidateKey(values[0]); err != nil {
+	key := values[0]
+	if strings.HasPrefix(key, `"`) {
+		var err error
+		if key, err = parseSFString(key); err != nil {
+			return "", err
+		}
+	}
+	if err := idem.ValidateKey(key); err != nil {
 		return "", err
 	}
-	return values[0], nil
+	return key, nil
+}
+
+// parseSFString parses an RFC 8941 sf-string (section 3.3.3): a double
+// quote, then printable ASCII where '"' and '\' appear only escaped by a
+// backslash, then a double quote and nothing after it (parameters are not
+// supported; surrounding whitespace is trimmed by net/http).
+func parseSFString(v string) (string, error) {
+	var b strings.Builder
+	for i := 1; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case c == '\\':
+			i++
+			if i == len(v) || (v[i] != '"' && v[i] != '\\') {
+				return "", fmt.Errorf("%w: quoted key has a backslash that escapes neither '\"' nor '\\' at offset %d", idem.ErrInvalidKey, i-1)
+			}
+			b.WriteByte(v[i])
+		case c == '"':
+			if rest := v[i+1:]; rest != "" {
+				return "", fmt.Errorf("%w: %q follows the quoted key (parameters are not supported)", idem.ErrInvalidKey, rest)
+			}
+			return b.String(), nil
+		case c < 0x20 || c > 0x7e:
+			return "", fmt.Errorf("%w: byte 0x%02x at offset %d is not printable ASCII", idem.ErrInvalidKey, c, i)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return "", fmt.Errorf("%w: quoted key has no closing '\"'", idem.ErrInvalidKey)
 }
 
 // DefaultRoute is the route of r when Config.Route is nil: the pattern of
-// the http.ServeMux entry that matched (r.Pattern, Go 1.22+), or the URL
-// path when no ServeMux set one.
+// the http.ServeMux entry that matched (r.Pattern, Go 1.22+), such as
+// "POST /invoices/{id}/pay". Without one (the middleware wraps a whole mux,
+// or a router that sets no pattern) it is "": every target of a principal
+// and method then shares one scope, and the fingerprint still tells the
+// targets apart, so a key reused on another resource is a mismatch.
 func DefaultRoute(r *http.Request) string {
-	if r.Pattern != "" {
-		return r.Pattern
-	}
-	if r.URL == nil {
-		return ""
-	}
-	return r.URL.Path
+	return r.Pattern
 }
 
-// DefaultFingerprint is the fingerprint when Config.Fingerprint is nil: the
-// method, the route, the raw query string and the body bytes, each framed
-// with its length (idem.Hasher). It is byte-exact: a client retrying must
-// send the same query and body bytes, which a retry of one intention does.
+// DefaultFingerprint is the fingerprint when Config.Fingerprint is nil. It
+// hashes, each part framed with its length (idem.Hasher):
+//
+//   - the method and the route;
+//   - the host (r.Host, ASCII letters lower-cased), unless the ServeMux pattern that
+//     matched names a host and so already fixes it;
+//   - the escaped path, with the values of its wildcards (/invoices/2/pay);
+//   - the raw query string;
+//   - the body bytes.
+//
+// So the same key sent to another resource (another invoice, another
+// catch-all path, another host) is a mismatch (422), never a replay of the
+// first resource's answer. It is byte-exact: a client retrying must send the
+// same target and body bytes, which a retry of one intention does.
 func DefaultFingerprint(r *http.Request, route string, body []byte) idem.Fingerprint {
 	var h idem.Hasher
 	h.AddString(r.Method)
 	h.AddString(route)
+	if patternHasHost(r.Pattern) {
+		h.AddString("")
+	} else {
+		h.AddString(asciiLower(requestHost(r)))
+	}
 	if r.URL != nil {
+		h.AddString(r.URL.EscapedPath())
 		h.AddString(r.URL.RawQuery)
 	} else {
+		h.AddString("")
 		h.AddString("")
 	}
 	h.Add(body)
 	return h.Sum()
+}
+
+// patternHasHost reports whether a ServeMux pattern, "[METHOD ][HOST]/[PATH]",
+// names a host.
+func patternHasHost(pattern string) bool {
+	if pattern == "" {
+		return false
+	}
+	if i := strings.IndexAny(pattern, " \t"); i >= 0 {
+		pattern = strings.TrimLeft(pattern[i:], " \t")
+	}
+	return !strings.HasPrefix(pattern, "/")
+}
+
+// asciiLower lower-cases the ASCII letters of s and leaves every other byte
+// as it is (host names compare case-insensitively, and only in ASCII).
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + ('a' - 'A')
+		}
+	}
+	return string(b)
+}
+
+// requestHost is the host the request was sent to.
+func requestHost(r *http.Request) string {
+	if r.Host != "" || r.URL == nil {
+		return r.Host
+	}
+	return r.URL.Host
 }
 
 // scopeOf builds the scope of a key: the method, then the route and the

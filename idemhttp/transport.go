@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"io"
 	mathrand "math/rand/v2"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -24,6 +26,10 @@ const (
 	DefaultBaseDelay = 200 * time.Millisecond
 	// DefaultMaxDelay caps every wait between attempts.
 	DefaultMaxDelay = 10 * time.Second
+	// DefaultMaxBufferedBody is the largest body without GetBody that is
+	// held in memory to be sent again (1 MiB, the middleware's default
+	// request limit).
+	DefaultMaxBufferedBody = 1 << 20
 )
 
 // Transport is an http.RoundTripper that makes retries of non-safe requests
@@ -32,15 +38,24 @@ const (
 // Each RoundTrip is one intention. If its method is not safe (anything but
 // GET, HEAD, OPTIONS and TRACE) and the caller set no Idempotency-Key, it
 // makes one with NewKey before the first attempt, and sends that same key
-// on every attempt. It retries on network errors and on 409, 429, 502, 503
-// and 504, re-sending the same body (from req.GetBody, or buffered once when
-// the request has none); never on other statuses (a 400, 413 or 422 will
-// not change by asking again), nor on a replayed answer
-// (Idempotent-Replayed: true), which the server will replay again. Between attempts it waits the server's
-// Retry-After (seconds or an HTTP date), else an exponential backoff from
-// BaseDelay with jitter (between half and all of the step); every wait is
-// capped by MaxDelay. It stops when the request's context ends or after
-// MaxAttempts, returning the last response (or the last error).
+// on every attempt. It retries what a retry can fix: network errors (a
+// refused, reset or dropped connection, a timeout, a temporary DNS failure)
+// and the statuses 409, 429, 502, 503 and 504, re-sending the same body.
+// It never retries what will not change by asking again: other statuses (a
+// 400, 413 or 422), a replayed answer (Idempotent-Replayed: true), a
+// request that cannot be sent (no URL, an unsupported scheme, a malformed
+// header), a certificate the client rejects, or a host that does not exist.
+// Between attempts it waits the server's Retry-After (seconds or an HTTP
+// date), else an exponential backoff from BaseDelay with jitter (between
+// half and all of the step); every wait is capped by MaxDelay. It stops
+// when the request's context ends or after MaxAttempts, returning the last
+// response (or the last error).
+//
+// The body is re-sent from req.GetBody (http.NewRequest sets it for
+// in-memory bodies). A body without GetBody is read into memory up to
+// MaxBufferedBody bytes before the first attempt; a longer one is streamed
+// in a single attempt that is not retried, since it cannot be sent again
+// (the key still makes a retry of your own safe).
 //
 // Use one Transport per client; it is safe for concurrent use:
 //
@@ -62,32 +77,50 @@ type Transport struct {
 	// MaxDelay caps every wait, a Retry-After included. Default:
 	// DefaultMaxDelay.
 	MaxDelay time.Duration
+	// MaxBufferedBody bounds the bytes of a body without GetBody held to
+	// be re-sent; a longer body is sent once, without retries. Default:
+	// DefaultMaxBufferedBody.
+	MaxBufferedBody int64
 }
 
 // RoundTrip sends req, retrying as the type describes. It does not change
 // req; it closes req.Body, as every RoundTripper must.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL == nil {
+		closeBody(req)
+		return nil, errors.New("idemhttp: request without a URL")
+	}
 	ctx := req.Context()
-	getBody, err := rewindable(req)
+	body, err := t.rewindable(req)
 	if err != nil {
 		return nil, err
 	}
-	key := req.Header.Get(HeaderKey)
+	key := req.Header.Get(HeaderKey) // a nil Header has no key
 	if key == "" && !isSafe(req.Method) {
 		key = NewKey()
 	}
 	maxAttempts := cmpOr(t.MaxAttempts, DefaultMaxAttempts)
+	if !body.again {
+		maxAttempts = 1
+	}
 	for attempt := 1; ; attempt++ {
 		out := req.Clone(ctx)
+		if out.Header == nil {
+			out.Header = make(http.Header)
+		}
 		if key != "" {
 			out.Header.Set(HeaderKey, key)
 		}
-		if getBody != nil {
-			body, err := getBody()
+		if body.get != nil {
+			rc, err := body.get()
 			if err != nil {
 				return nil, fmt.Errorf("idemhttp: rewind the body of %s %s for attempt %d: %w", req.Method, req.URL.Redacted(), attempt, err)
 			}
-			out.Body, out.GetBody = body, getBody
+			out.Body = rc
+			out.GetBody = nil
+			if body.again {
+				out.GetBody = body.get
+			}
 		}
 		resp, err := t.base().RoundTrip(out)
 		if attempt >= maxAttempts || !retryable(ctx, resp, err) {
@@ -134,11 +167,10 @@ func (t *Transport) delay(n int, resp *http.Response, now time.Time) time.Durati
 }
 
 // retryable reports whether an attempt that ended with resp or err may be
-// sent again.
+// sent again with a chance of another outcome.
 func retryable(ctx context.Context, resp *http.Response, err error) bool {
 	if err != nil {
-		var cert *tls.CertificateVerificationError
-		return ctx.Err() == nil && !errors.As(err, &cert)
+		return ctx.Err() == nil && transient(err)
 	}
 	if resp.Header.Get(HeaderReplayed) == "true" {
 		return false // a stored answer: asking again replays it again
@@ -147,6 +179,35 @@ func retryable(ctx context.Context, resp *http.Response, err error) bool {
 	case http.StatusConflict, http.StatusTooManyRequests,
 		http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		return true
+	}
+	return false
+}
+
+// transient reports whether a network error may go away on its own: a
+// connection refused, reset or cut short, a timeout, a temporary DNS
+// failure. Everything else (a request that cannot be sent, a rejected
+// certificate, a host that does not exist) fails the same way again.
+func transient(err error) bool {
+	var (
+		dnsErr *net.DNSError
+		cert   *tls.CertificateVerificationError
+		record tls.RecordHeaderError
+		netErr net.Error
+		opErr  *net.OpError
+	)
+	switch {
+	case errors.As(err, &dnsErr):
+		return dnsErr.IsTimeout || dnsErr.IsTemporary
+	case errors.As(err, &cert), errors.As(err, &record):
+		return false
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.ECONNABORTED), errors.Is(err, syscall.EPIPE):
+		return true
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return true
+	case errors.As(err, &opErr):
+		return true // a dial, read or write that failed on the network
 	}
 	return false
 }
@@ -167,30 +228,52 @@ func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	return 0, false
 }
 
-// rewindable returns a function giving a fresh copy of req's body for every
-// attempt after the first (nil when there is no body), buffering the body
-// once when req.GetBody is not set.
-func rewindable(req *http.Request) (func() (io.ReadCloser, error), error) {
+// body gives each attempt the request's body: get returns it (nil when
+// there is none); again is false when it can be sent only once.
+type body struct {
+	get   func() (io.ReadCloser, error)
+	again bool
+}
+
+// rewindable prepares req's body for the attempts: from req.GetBody when
+// set, else buffered up to MaxBufferedBody bytes. A longer body without
+// GetBody is streamed once: what was read ahead goes first, then the rest.
+func (t *Transport) rewindable(req *http.Request) (body, error) {
 	if req.Body == nil || req.Body == http.NoBody {
-		return nil, nil
+		return body{again: true}, nil
 	}
 	if req.GetBody != nil {
 		first := req.Body
 		used := false
-		return func() (io.ReadCloser, error) {
+		return body{again: true, get: func() (io.ReadCloser, error) {
 			if !used {
 				used = true
 				return first, nil
 			}
 			return req.GetBody()
-		}, nil
+		}}, nil
 	}
-	b, err := io.ReadAll(req.Body)
-	req.Body.Close()
+	limit := cmpOr(t.MaxBufferedBody, DefaultMaxBufferedBody)
+	b, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
 	if err != nil {
-		return nil, fmt.Errorf("idemhttp: buffer the body of %s %s: %w", req.Method, req.URL.Redacted(), err)
+		req.Body.Close()
+		return body{}, fmt.Errorf("idemhttp: buffer the body of %s %s: %w", req.Method, req.URL.Redacted(), err)
 	}
-	return func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }, nil
+	if int64(len(b)) > limit {
+		rest := struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(b), req.Body), req.Body}
+		return body{get: func() (io.ReadCloser, error) { return rest, nil }}, nil
+	}
+	req.Body.Close()
+	return body{again: true, get: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }}, nil
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
 }
 
 // isSafe reports whether method is safe (RFC 9110 section 9.2.1): it asks
@@ -234,7 +317,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // cmpOr returns v, or def when v is not positive.
-func cmpOr[T int | time.Duration](v, def T) T {
+func cmpOr[T int | int64 | time.Duration](v, def T) T {
 	if v > 0 {
 		return v
 	}

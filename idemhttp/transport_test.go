@@ -3,14 +3,17 @@ package idemhttp_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -364,3 +367,139 @@ type closeCounter struct {
 }
 
 func (c *closeCounter) Close() error { c.closed.Add(1); return nil }
+
+// TestTransportNilHeader: a request built without a Header gets a key and
+// is sent, instead of panicking.
+func TestTransportNilHeader(t *testing.T) {
+	s, srv := serve(t, status(201))
+	req, err := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = nil // http.Client would fill it in; a RoundTripper is called directly too
+	resp, err := (&idemhttp.Transport{}).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if seen := s.seen(); len(seen) != 1 || !uuidV4.MatchString(seen[0].key) {
+		t.Fatalf("attempts %+v, want one with a fresh key", seen)
+	}
+}
+
+// countingReader counts the bytes read from it.
+type countingReader struct {
+	r io.Reader
+	n atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// roundTripFunc is a RoundTripper made of a function.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestTransportBoundsBufferedBody: a body without GetBody is held in memory
+// only up to MaxBufferedBody; a longer one is streamed in one attempt that
+// is not retried, and no more than the bound was read before it was sent.
+func TestTransportBoundsBufferedBody(t *testing.T) {
+	const limit = 16
+	for _, tc := range []struct {
+		name     string
+		size     int
+		attempts int
+	}{
+		{"at the bound: buffered and retried", limit, 3},
+		{"over the bound: streamed once", limit + 1, 1},
+		{"far over the bound: streamed once", 1 << 20, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, srv := serve(t, status(503))
+			payload := strings.Repeat("b", tc.size)
+			src := &countingReader{r: strings.NewReader(payload)}
+			var readBeforeFirstSend int64 = -1
+			client := &http.Client{Transport: &idemhttp.Transport{
+				MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond, MaxBufferedBody: limit,
+				Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+					if readBeforeFirstSend < 0 {
+						readBeforeFirstSend = src.n.Load()
+					}
+					return http.DefaultTransport.RoundTrip(r)
+				}),
+			}}
+			req, err := http.NewRequest(http.MethodPost, srv.URL, io.NopCloser(src)) // no GetBody
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			seen := s.seen()
+			if len(seen) != tc.attempts || resp.StatusCode != 503 {
+				t.Fatalf("%d attempts, final %d; want %d and the 503", len(seen), resp.StatusCode, tc.attempts)
+			}
+			for i, a := range seen {
+				if a.body != payload {
+					t.Errorf("attempt %d carried %d bytes, want all %d", i, len(a.body), len(payload))
+				}
+			}
+			if readBeforeFirstSend > limit+1 {
+				t.Errorf("%d bytes read before the first attempt, want at most %d", readBeforeFirstSend, limit+1)
+			}
+		})
+	}
+}
+
+// TestTransportRetriesOnlyWhatCanChange: errors a retry cannot fix are
+// returned after one attempt; transient network errors are retried.
+func TestTransportRetriesOnlyWhatCanChange(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		err      error
+		attempts int
+	}{
+		{"malformed request", errors.New("net/http: invalid header field name"), 1},
+		{"host does not exist", &net.OpError{Op: "dial", Err: &net.DNSError{Err: "no such host", Name: "nowhere.invalid", IsNotFound: true}}, 1},
+		{"temporary DNS failure", &net.OpError{Op: "dial", Err: &net.DNSError{Err: "server misbehaving", Name: "api.example", IsTemporary: true}}, 3},
+		{"certificate rejected", &tls.CertificateVerificationError{Err: errors.New("x509: unknown authority")}, 1},
+		{"connection refused", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, 3},
+		{"connection reset", &net.OpError{Op: "read", Err: syscall.ECONNRESET}, 3},
+		{"answer cut short", io.ErrUnexpectedEOF, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var calls atomic.Int64
+			client := &http.Client{Transport: &idemhttp.Transport{
+				MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond,
+				Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+					calls.Add(1)
+					return nil, tc.err
+				}),
+			}}
+			_, err := client.Post("http://127.0.0.1:1/orders", "text/plain", strings.NewReader("x"))
+			if err == nil || calls.Load() != int64(tc.attempts) {
+				t.Fatalf("%d attempts (%v), want %d", calls.Load(), err, tc.attempts)
+			}
+		})
+	}
+	// An unsupported scheme, through the real transport.
+	var calls atomic.Int64
+	client := &http.Client{Transport: &idemhttp.Transport{MaxAttempts: 3, BaseDelay: time.Millisecond,
+		Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			calls.Add(1)
+			return http.DefaultTransport.RoundTrip(r)
+		})}}
+	req, err := http.NewRequest(http.MethodPost, "gopher://127.0.0.1/orders", strings.NewReader("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Transport.RoundTrip(req); err == nil || calls.Load() != 1 {
+		t.Fatalf("unsupported scheme: %d attempts (%v), want 1", calls.Load(), err)
+	}
+}

@@ -112,7 +112,7 @@ func (d *Dialect) Complete(ctx context.Context, q dialect.Queryer, t dialect.Tab
 		return dialect.Classified(dialect.ErrTooLarge,
 			fmt.Errorf("mysql: response of %d bytes does not fit the server's max_allowed_packet of %d", size, d.maxPacket))
 	}
-	n, err := exec(ctx, q, d.stmts.For(t).complete, a.Status, a.Header, a.Body, a.Scope, a.Key, a.Fingerprint)
+	n, err := exec(ctx, q, d.stmts.For(t).complete, a.Status, a.Header, a.Body, clock(a.Now), a.Retention.Microseconds(), a.Scope, a.Key, a.Fingerprint)
 	if err != nil {
 		return err
 	}

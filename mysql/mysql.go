@@ -190,13 +190,24 @@ func (d *Driver) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.
 	if err != nil {
 		return nil, err
 	}
-	return sqlTxn{idem.NewSQLTxn(tx, nil)}, nil
+	return sqlTxn{SQLTxn: idem.NewSQLTxn(tx, nil), ctx: ctx}, nil
 }
 
 // sqlTxn reports a COMMIT lost with its connection as ErrCommitUnknown.
-type sqlTxn struct{ *idem.SQLTxn }
+type sqlTxn struct {
+	*idem.SQLTxn
+	ctx context.Context // BeginTx's: it ends the transaction
+}
 
-func (t sqlTxn) Commit(ctx context.Context) error { return commitError(t.SQLTxn.Commit(ctx)) }
+// Commit tells a known failure from an unknown outcome: database/sql sends
+// no COMMIT once the transaction's context has ended (it rolls back).
+func (t sqlTxn) Commit(ctx context.Context) error {
+	if err := t.ctx.Err(); err != nil {
+		_ = t.SQLTxn.Rollback(context.WithoutCancel(ctx))
+		return fmt.Errorf("mysql: COMMIT not sent, the transaction's context ended: %w", err)
+	}
+	return commitError(t.SQLTxn.Commit(ctx))
+}
 
 // lockWaitSeconds renders the wait bound for innodb_lock_wait_timeout,
 // which counts whole seconds: rounded up, at least one.

@@ -194,3 +194,25 @@ func TestLoserSeesCommitAfterSnapshot(t *testing.T) {
 		t.Fatalf("Claim: %v %q, want replay of the winner", claim.Outcome, claim.Response.Body)
 	}
 }
+
+// TestCommitAfterContextEnded: when the transaction's context has ended
+// before COMMIT, database/sql never sends it and rolls back: a known
+// failure, not an unknown outcome.
+func TestCommitAfterContextEnded(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	d := newDriver(t, "", mysql.Options{})
+	txCtx, end := context.WithCancel(ctx)
+	txn, err := d.Begin(txCtx, dialect.BeginOptions{WaitBound: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := txn.Exec(ctx, "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+	end()
+	err = txn.Commit(ctx)
+	if err == nil || errors.Is(err, idem.ErrCommitUnknown) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Commit after the transaction's context ended = %v, want a known failure wrapping context.Canceled", err)
+	}
+}

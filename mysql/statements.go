@@ -127,7 +127,10 @@ VALUES (?, ?, ?, ` + now + `, ` + now + ` + INTERVAL ? MICROSECOND)`,
 WHERE scope = ? AND idem_key = ? AND expires_at <= ` + now,
 		},
 
-		complete: `UPDATE ` + n + ` SET status = ?, header = ?, body = ?
+		// Arguments: status, header, body, now, retention (µs), scope,
+		// key, fingerprint. The record lives the retention after its
+		// completion.
+		complete: `UPDATE ` + n + ` SET status = ?, header = ?, body = ?, expires_at = ` + now + ` + INTERVAL ? MICROSECOND
 WHERE scope = ? AND idem_key = ? AND fingerprint = ? AND status IS NULL`,
 
 		read: read,

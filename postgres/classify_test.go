@@ -28,6 +28,8 @@ func TestClassify(t *testing.T) {
 		{"25P02", dialect.ErrBadTx},
 		{"22021", dialect.ErrInvalidValue},
 		{"54000", dialect.ErrTooLarge},
+		// CockroachDB: "statement completion unknown" at COMMIT.
+		{"40003", dialect.ErrCommitUnknown},
 	} {
 		pe := &pgconn.PgError{Code: tc.code, Message: "message text is never read"}
 		err := d.Classify(fmt.Errorf("wrapped: %w", pe))
@@ -59,6 +61,7 @@ func TestCommitError(t *testing.T) {
 	}{
 		{"server error", &pgconn.PgError{Code: "40001"}, false},
 		{"rolled back at commit", pgx.ErrTxCommitRollback, false},
+		{"CockroachDB statement completion unknown", &pgconn.PgError{Code: "40003"}, true},
 		{"connection lost after sending", io.ErrUnexpectedEOF, true},
 		{"nil", nil, false},
 	} {

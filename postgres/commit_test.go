@@ -34,12 +34,25 @@ type cutter struct {
 	// writeFails makes the Write that carried COMMIT report an error;
 	// otherwise the Write succeeds and the answer never arrives.
 	writeFails atomic.Bool
-	cuts       atomic.Int32
+	// stall keeps the connection open but swallows every byte the server
+	// sends after COMMIT, until the client gives up on its own.
+	stall atomic.Bool
+	cuts  atomic.Int32
 }
 
 type cutConn struct {
 	net.Conn
-	c *cutter
+	c       *cutter
+	stalled atomic.Bool
+}
+
+func (c *cutConn) Read(b []byte) (int, error) {
+	for c.stalled.Load() {
+		if _, err := c.Conn.Read(b); err != nil {
+			return 0, err // the client's deadline, or the close that follows
+		}
+	}
+	return c.Conn.Read(b)
 }
 
 var errReset = errors.New("cutter: connection reset after the bytes left")
@@ -48,6 +61,10 @@ func (c *cutConn) Write(b []byte) (int, error) {
 	if bytes.Contains(b, commitMsg) && c.c.armed.CompareAndSwap(true, false) {
 		n, err := c.Conn.Write(b)
 		c.c.cuts.Add(1)
+		if c.c.stall.Load() {
+			c.stalled.Store(true)
+			return n, err
+		}
 		c.Conn.Close()
 		if err == nil && c.c.writeFails.Load() {
 			err = errReset
@@ -58,8 +75,9 @@ func (c *cutConn) Write(b []byte) (int, error) {
 }
 
 // TestCommitOutcomeUnknown: when the connection breaks after COMMIT was
-// sent, Do reports ErrCommitUnknown (and does not retry on its own); a retry
-// with the same key then replays or redoes the work, never both.
+// sent, or the answer does not come within the store's commit timeout, Do
+// reports ErrCommitUnknown (and does not retry on its own); a retry with the
+// same key then replays or redoes the work, never both.
 func TestCommitOutcomeUnknown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -96,30 +114,29 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, mode := range []struct {
-		name       string
-		writeFails bool
-		// knownBug, when set, names why the mode does not yet report
-		// ErrCommitUnknown; the case then skips instead of failing on that
-		// one check (everything else is still enforced).
-		knownBug string
+		name              string
+		writeFails, stall bool
 	}{
 		{name: "write-fails-after-send", writeFails: true},
 		{name: "answer-lost"},
+		// The commit timeout, not the caller, interrupts a COMMIT in flight.
+		{name: "answer-stalls-past-commit-timeout", stall: true},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
 			cut.writeFails.Store(mode.writeFails)
-			t.Run("pgx", func(t *testing.T) { commitUnknown(ctx, t, pgxDriver, cut, mode.knownBug) })
-			t.Run("database-sql", func(t *testing.T) { commitUnknown(ctx, t, sqlDriver, cut, mode.knownBug) })
+			cut.stall.Store(mode.stall)
+			t.Run("pgx", func(t *testing.T) { commitUnknown(ctx, t, pgxDriver, cut, mode.stall) })
+			t.Run("database-sql", func(t *testing.T) { commitUnknown(ctx, t, sqlDriver, cut, mode.stall) })
 		})
 	}
 }
 
-func commitUnknown[TTx any](ctx context.Context, t *testing.T, d dialect.Driver[TTx], cut *cutter, knownBug string) {
+func commitUnknown[TTx any](ctx context.Context, t *testing.T, d dialect.Driver[TTx], cut *cutter, stall bool) {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	table := "idemcommit_" + hex.EncodeToString(b)
 	effects := table + "_fx"
-	store, err := idem.New(d, idem.Config{Table: table})
+	store, err := idem.New(d, idem.Config{Table: table, CommitTimeout: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,6 +196,12 @@ func commitUnknown[TTx any](ctx context.Context, t *testing.T, d dialect.Driver[
 	if !rows.Next() || rows.Scan(&n) != nil || n != 1 {
 		t.Fatalf("effects = %d, want exactly 1", n)
 	}
+	if !errors.Is(doErr, idem.ErrCommitUnknown) {
+		t.Errorf("Do with the COMMIT's answer lost = %v, want ErrCommitUnknown", doErr)
+	}
+	if stall {
+		return // Purge has no commit timeout of its own: its caller's context bounds it
+	}
 	// A purge batch's COMMIT (the plain commit path, with no completion
 	// sent along) is reported the same way.
 	before = cut.cuts.Load()
@@ -188,24 +211,33 @@ func commitUnknown[TTx any](ctx context.Context, t *testing.T, d dialect.Driver[
 	if got := cut.cuts.Load() - before; got != 1 {
 		t.Fatalf("the connection was cut %d times during Purge, want 1", got)
 	}
-	unknown := true
-	for _, r := range []struct {
-		what string
-		err  error
-	}{{"Do", doErr}, {"Purge", purgeErr}} {
-		if !errors.Is(r.err, idem.ErrCommitUnknown) {
-			unknown = false
-			if knownBug == "" {
-				t.Errorf("%s with the connection lost during COMMIT = %v, want ErrCommitUnknown", r.what, r.err)
-			} else {
-				t.Logf("%s = %v", r.what, r.err)
-			}
-		}
+	if !errors.Is(purgeErr, idem.ErrCommitUnknown) {
+		t.Errorf("Purge with the connection lost during COMMIT = %v, want ErrCommitUnknown", purgeErr)
 	}
-	switch {
-	case knownBug != "" && !unknown:
-		t.Skipf("known bug (%s): no ErrCommitUnknown", knownBug)
-	case knownBug != "":
-		t.Errorf("ErrCommitUnknown is reported now: drop the knownBug note (%s)", knownBug)
+}
+
+// TestCommitAfterContextEnded: when the transaction's context has ended
+// before COMMIT, database/sql never sends it and rolls back: a known
+// failure, not an unknown outcome, and nothing is committed.
+func TestCommitAfterContextEnded(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, db := connect(t)
+	d, err := postgres.NewSQL(db, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	txCtx, end := context.WithCancel(ctx)
+	txn, err := d.Begin(txCtx, dialect.BeginOptions{WaitBound: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := txn.Exec(ctx, "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+	end()
+	err = txn.Commit(ctx)
+	if err == nil || errors.Is(err, idem.ErrCommitUnknown) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Commit after the transaction's context ended = %v, want a known failure wrapping context.Canceled", err)
 	}
 }

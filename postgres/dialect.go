@@ -109,7 +109,7 @@ func lockTimeout(d time.Duration) string {
 // nothing to complete.
 func (d *Dialect) Complete(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.CompleteArgs) error {
 	s := d.stmts.For(t)
-	args := []any{a.Status, a.Header, a.Body, a.Scope, a.Key, a.Fingerprint}
+	args := []any{a.Status, a.Header, a.Body, a.Scope, a.Key, a.Fingerprint, clock(a.Now), a.Retention.Microseconds()}
 	if dq, ok := q.(deferrer); ok && dq.deferUntilCommit(s.completeGuarded, args) {
 		return nil
 	}
@@ -184,16 +184,17 @@ func (d *Dialect) PurgeBatch(ctx context.Context, begin func(context.Context) (d
 
 // SQLSTATE codes the dialect maps (see PostgreSQL's errcodes appendix).
 const (
-	uniqueViolation          = "23505"
-	serializationFailure     = "40001"
-	deadlockDetected         = "40P01"
-	lockNotAvailable         = "55P03"
-	queryCanceled            = "57014"
-	readOnlyTransaction      = "25006"
-	inFailedTransaction      = "25P02"
-	characterNotInRepertoire = "22021"
-	untranslatableCharacter  = "22P05"
-	programLimitExceeded     = "54000"
+	uniqueViolation            = "23505"
+	serializationFailure       = "40001"
+	deadlockDetected           = "40P01"
+	lockNotAvailable           = "55P03"
+	queryCanceled              = "57014"
+	readOnlyTransaction        = "25006"
+	inFailedTransaction        = "25P02"
+	statementCompletionUnknown = "40003" // CockroachDB: the COMMIT may or may not have happened
+	characterNotInRepertoire   = "22021"
+	untranslatableCharacter    = "22P05"
+	programLimitExceeded       = "54000"
 )
 
 // Classify maps SQLSTATE codes, and pgx's closed-transaction error, to the
@@ -216,6 +217,8 @@ func (*Dialect) Classify(err error) error {
 		return dialect.Classified(dialect.ErrSerialization, err)
 	case deadlockDetected:
 		return dialect.Classified(dialect.ErrDeadlock, err)
+	case statementCompletionUnknown:
+		return dialect.Classified(dialect.ErrCommitUnknown, err)
 	case lockNotAvailable, queryCanceled:
 		// 57014 is statement_timeout or a cancel; a cancelled context is
 		// told apart by the caller's ctx.Err().
@@ -243,7 +246,13 @@ func commitError(err error) error {
 	// reports even an answer lost after COMMIT left as safe to retry.
 	// Without the server's answer the outcome is unknown.
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) || errors.Is(err, pgx.ErrTxCommitRollback) || errors.Is(err, pgx.ErrTxClosed) {
+	if errors.As(err, &pe) {
+		if pe.Code == statementCompletionUnknown {
+			return dialect.Classified(dialect.ErrCommitUnknown, err)
+		}
+		return err
+	}
+	if errors.Is(err, pgx.ErrTxCommitRollback) || errors.Is(err, pgx.ErrTxClosed) {
 		return err
 	}
 	return dialect.Classified(dialect.ErrCommitUnknown, err)
@@ -277,7 +286,10 @@ func newStatements(t dialect.Table) *statements {
 	const readNow = `COALESCE($3::timestamptz, statement_timestamp())`
 	const columns = `scope, idem_key, fingerprint, status, header, body, created_at, expires_at`
 	read := `SELECT ` + columns + `, expires_at <= ` + readNow + ` FROM ` + n + ` WHERE scope = $1 AND idem_key = $2`
-	complete := `UPDATE ` + n + ` SET status = $1, header = $2, body = $3
+	// $7 now (NULL: the database's clock), $8 retention in microseconds:
+	// a completed record lives the retention after its completion.
+	complete := `UPDATE ` + n + ` SET status = $1, header = $2, body = $3,
+	expires_at = COALESCE($7::timestamptz, statement_timestamp()) + $8::bigint * interval '1 microsecond'
 WHERE scope = $4 AND idem_key = $5 AND fingerprint = $6 AND status IS NULL`
 	return &statements{
 		createTable: `CREATE TABLE IF NOT EXISTS ` + n + ` (

@@ -76,7 +76,7 @@ func (d *SQLDriver) Begin(ctx context.Context, opts dialect.BeginOptions) (diale
 		conn.Close()
 		return nil, err
 	}
-	return sqlTxn{SQLTxn: idem.NewSQLTxn(tx, func() { conn.Close() }), conn: conn}, nil
+	return sqlTxn{SQLTxn: idem.NewSQLTxn(tx, func() { conn.Close() }), conn: conn, ctx: ctx}, nil
 }
 
 // sqlTxn reports a COMMIT lost with its connection as ErrCommitUnknown, and
@@ -84,13 +84,21 @@ func (d *SQLDriver) Begin(ctx context.Context, opts dialect.BeginOptions) (diale
 type sqlTxn struct {
 	*idem.SQLTxn
 	conn *sql.Conn
+	ctx  context.Context // BeginTx's: it ends the transaction
 }
 
-// database/sql refuses to send COMMIT once the transaction's context has
-// ended (and rolls back): that failure is known, not unknown.
+// Commit tells a known failure from an unknown outcome. database/sql sends
+// no COMMIT once the transaction's context has ended (it rolls back): that
+// failure is known. Once COMMIT was sent, pgx's stdlib commits on that same
+// context, so its ending interrupts the COMMIT in flight: only a server
+// error is then a known failure.
 func (t sqlTxn) Commit(ctx context.Context) error {
+	if err := t.ctx.Err(); err != nil {
+		_ = t.SQLTxn.Rollback(context.WithoutCancel(ctx))
+		return fmt.Errorf("postgres: COMMIT not sent, the transaction's context ended: %w", err)
+	}
 	err := t.SQLTxn.Commit(ctx)
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, sql.ErrTxDone) {
+	if errors.Is(err, sql.ErrTxDone) {
 		return err
 	}
 	return commitError(err)

@@ -70,7 +70,7 @@ func (d *Dialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table,
 
 // Complete stores the response on the in-flight record.
 func (d *Dialect) Complete(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.CompleteArgs) error {
-	n, err := exec(ctx, q, d.stmts.For(t).complete, a.Status, a.Header, a.Body, a.Scope, a.Key, a.Fingerprint)
+	n, err := exec(ctx, q, d.stmts.For(t).complete, a.Status, a.Header, a.Body, a.Scope, a.Key, a.Fingerprint, clock(a.Now), a.Retention.Microseconds())
 	if err != nil {
 		return err
 	}
@@ -203,7 +203,9 @@ ON CONFLICT (scope, idem_key) DO UPDATE SET
 WHERE r.expires_at <= excluded.created_at
 RETURNING created_at`,
 
-		complete: `UPDATE ` + n + ` SET status = ?1, header = ?2, body = ?3
+		// ?7 now (NULL: database clock), ?8 retention in microseconds: a
+		// completed record lives the retention after its completion.
+		complete: `UPDATE ` + n + ` SET status = ?1, header = ?2, body = ?3, expires_at = ` + now("?7") + ` + ?8
 WHERE scope = ?4 AND idem_key = ?5 AND fingerprint = ?6 AND status IS NULL`,
 
 		lookup: `SELECT scope, idem_key, fingerprint, status, header, body, created_at, expires_at

@@ -89,6 +89,17 @@ func cases[TTx any]() []testCase[TTx] {
 		{"FailRetryableRunsAgain", testFailRetryable[TTx]},
 		{"CommitUnknown503", testCommitUnknown[TTx]},
 		{"CommitFailed503NothingStored", testCommitFailed[TTx]},
+		{"PathValuesAreTheResource", testPathValues[TTx]},
+		{"CatchAllPatternTargets", testCatchAll[TTx]},
+		{"HostIsPartOfTheRequest", testHosts[TTx]},
+		{"PrincipalMissing403", testPrincipalMissing[TTx]},
+		{"AnonymousByOptIn", testAnonymous[TTx]},
+		{"QuotedKeyIsTheSameKey", testQuotedKey[TTx]},
+		{"TransientStatusNotStored", testTransientStatus[TTx]},
+		{"AuthenticationInfoNotReplayed", testAuthInfo[TTx]},
+		{"HandlerEndsTransaction", testHandlerEndsTx[TTx]},
+		{"RetriesExhausted503", testRetriesExhausted[TTx]},
+		{"RetryAfterRoundsUp", testRetryAfterRoundsUp[TTx]},
 	}
 }
 
@@ -167,6 +178,7 @@ func setup[TTx any](t *testing.T, b conformance.Backend[TTx], o options[TTx]) *e
 
 	hc := o.http
 	hc.Principal = func(r *http.Request) string { return r.Header.Get("X-Principal") }
+
 	if hc.Logger == nil {
 		hc.Logger = slog.New(slog.NewTextHandler(testLog{t}, nil))
 	}
@@ -183,8 +195,15 @@ func setup[TTx any](t *testing.T, b conformance.Backend[TTx], o options[TTx]) *e
 	}
 	h := mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handle(e, w, r) }))
 	e.mux = http.NewServeMux()
-	e.mux.Handle("/orders", h)
-	e.mux.Handle("/other", h)
+	for _, pattern := range []string{"/orders", "/other",
+		"POST /invoices/{id}/pay", // path values
+		"POST /api/",              // a catch-all
+		"POST /hosted",            // any host
+		"POST a.example/pay",      // host patterns
+		"POST b.example/pay",
+	} {
+		e.mux.Handle(pattern, h)
+	}
 	return e
 }
 
@@ -254,6 +273,8 @@ type call struct {
 	noKey     bool
 	keys      []string // several Idempotency-Key headers
 	principal string   // default "p1"
+	anonymous bool     // no principal at all
+	host      string   // default example.com
 	body      string
 	unsized   bool // send the body with unknown length
 }
@@ -266,7 +287,7 @@ func (e *env[TTx]) send(c call) response {
 	if c.path == "" {
 		c.path = "/orders"
 	}
-	if c.principal == "" {
+	if c.principal == "" && !c.anonymous {
 		c.principal = "p1"
 	}
 	var body io.Reader = strings.NewReader(c.body)
@@ -277,7 +298,12 @@ func (e *env[TTx]) send(c call) response {
 	if c.unsized {
 		req.ContentLength = -1
 	}
-	req.Header.Set("X-Principal", c.principal)
+	if c.host != "" {
+		req.Host = c.host
+	}
+	if c.principal != "" {
+		req.Header.Set("X-Principal", c.principal)
+	}
 	switch {
 	case c.keys != nil:
 		req.Header[idemhttp.HeaderKey] = c.keys

@@ -1,0 +1,165 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/dialect"
+)
+
+// testSlowWinnerNotOvertaken: a winner that runs longer than the retention
+// is not overtaken by a retry that waited for it. Completion moves the
+// expiry to the completion time plus the retention, so the waiting retry
+// replays instead of taking the record over and doing the work again.
+func testSlowWinnerNotOvertaken[TTx any](t *testing.T, b Backend[TTx]) {
+	clk := newClock(t0)
+	e := setup(t, b, idem.Config{Retention: retention, Clock: clk.Now})
+	req := request("slow-winner", "x")
+	claim, finish := e.holdClaim(req, "slow-winner")
+	clk.add(2 * retention) // the winner is still working, far past the retention
+	loser := e.goDo(e.ctx, e.store, req, e.work("slow-winner", created("loser")))
+	e.mustWait(req.Key, loser, 300*time.Millisecond)
+	if err := claim.Complete(e.ctx, created("winner")); err != nil {
+		e.fatalf(req.Key, "Complete: %v", err)
+	}
+	finish(true)
+	o := e.await(req.Key, loser, time.Minute)
+	if o.err != nil || o.res.Outcome != idem.Replay || string(o.res.Response.Body) != "winner" {
+		e.fatalf(req.Key, "retry that waited for a winner slower than the retention: %+v, %v, want a replay of the winner (completion must restart the retention)", o.res, o.err)
+	}
+	if n := e.effectCount("slow-winner"); n != 1 {
+		e.fatalf(req.Key, "effects = %d, want 1: the work ran twice", n)
+	}
+	rec, err := e.store.Lookup(e.ctx, req.Scope, req.Key)
+	if err != nil {
+		e.fatalf(req.Key, "Lookup: %v", err)
+	}
+	if want := t0.Add(3 * retention); !rec.ExpiresAt.Equal(want) || !rec.CreatedAt.Equal(t0) {
+		e.fatalf(req.Key, "record created %v expires %v, want created %v (the claim) and expiring %v (completion plus retention)", rec.CreatedAt, rec.ExpiresAt, t0, want)
+	}
+}
+
+// hangUpDriver cancels the caller's context at the moment Do commits, the
+// way a client that hangs up at the wrong time does.
+type hangUpDriver[TTx any] struct {
+	dialect.Driver[TTx]
+	hangUp context.CancelFunc
+}
+
+func (d hangUpDriver[TTx]) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.Txn[TTx], error) {
+	txn, err := d.Driver.Begin(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return hangUpTxn[TTx]{Txn: txn, hangUp: d.hangUp}, nil
+}
+
+type hangUpTxn[TTx any] struct {
+	dialect.Txn[TTx]
+	hangUp context.CancelFunc
+}
+
+func (t hangUpTxn[TTx]) Commit(ctx context.Context) error {
+	t.hangUp()
+	return t.Txn.Commit(ctx)
+}
+
+// testCommitSurvivesHangUp: once the function has returned, the caller's
+// context ending (a client hanging up) no longer ends the transaction: the
+// commit goes through, within the store's commit timeout, instead of
+// failing or ending with an unknown outcome.
+func testCommitSurvivesHangUp[TTx any](t *testing.T, b Backend[TTx]) {
+	e := setup(t, b, idem.Config{})
+	ctx, hangUp := context.WithCancel(e.ctx)
+	defer hangUp()
+	store, err := idem.New(hangUpDriver[TTx]{Driver: e.driver, hangUp: hangUp}, e.store.Config())
+	if err != nil {
+		t.Fatalf("[%s] idem.New: %v", e.name, err)
+	}
+	req := request("hang-up", "x")
+	res, err := store.Do(ctx, req, e.work("hang-up", created("done")))
+	if err != nil || res.Outcome != idem.Won || !res.Committed {
+		e.fatalf(req.Key, "Do whose caller hung up during COMMIT: %+v, %v, want won and committed", res, err)
+	}
+	if ctx.Err() == nil {
+		e.fatalf(req.Key, "the caller's context was not cancelled: the case proves nothing")
+	}
+	if r := e.do(e.store, req, e.work("hang-up", created("again"))); r.Outcome != idem.Replay || string(r.Response.Body) != "done" {
+		e.fatalf(req.Key, "retry: %v %q, want a replay of the committed answer", r.Outcome, r.Response.Body)
+	}
+	if n := e.effectCount("hang-up"); n != 1 {
+		e.fatalf(req.Key, "effects = %d, want 1", n)
+	}
+}
+
+// testFunctionEndsTransaction: a function that commits or rolls back the
+// transaction Do gave it gets a *TxEndedError that says which it was, never
+// a claim that the work was rolled back when it was committed.
+func testFunctionEndsTransaction[TTx any](t *testing.T, b Backend[TTx]) {
+	for _, commit := range []bool{true, false} {
+		t.Run(fmt.Sprintf("commit=%v", commit), func(t *testing.T) {
+			e := setup(t, b, idem.Config{})
+			req := request(fmt.Sprintf("ends-tx-%v", commit), "x")
+			_, err := e.store.Do(e.ctx, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
+				if err := e.effect(ctx, tx, req.Key); err != nil {
+					return idem.Response{}, err
+				}
+				if err := endNative(ctx, tx, commit); err != nil {
+					return idem.Response{}, err
+				}
+				return created("done"), nil
+			})
+			var ended *idem.TxEndedError
+			if !errors.As(err, &ended) || !errors.Is(err, idem.ErrTxEnded) {
+				e.fatalf(req.Key, "Do whose function ended the transaction: %v, want a *TxEndedError", err)
+			}
+			if ended.Unknown || ended.ClaimCommitted != commit {
+				e.fatalf(req.Key, "TxEndedError %+v, want ClaimCommitted=%v", ended, commit)
+			}
+			want := int64(0)
+			if commit {
+				want = 1
+				if !ended.ExpiresAt.After(time.Now().Add(retention - time.Hour)) {
+					e.fatalf(req.Key, "TxEndedError.ExpiresAt %v, want about the retention from now", ended.ExpiresAt)
+				}
+			}
+			if n := e.effectCount(req.Key); n != want {
+				e.fatalf(req.Key, "effects = %d, want %d", n, want)
+			}
+			// What a retry sees: in flight while the committed claim
+			// lives, the work done afresh after a rollback.
+			r := e.do(e.store, req, e.work(req.Key, created("retry")))
+			if commit && r.Outcome != idem.InFlight || !commit && (r.Outcome != idem.Won || !r.Committed) {
+				e.fatalf(req.Key, "retry: %v, want %v", r.Outcome, map[bool]idem.Outcome{true: idem.InFlight, false: idem.Won}[commit])
+			}
+		})
+	}
+}
+
+// endNative commits or rolls back a native transaction: *sql.Tx and
+// pgx.Tx have one of these method sets.
+func endNative(ctx context.Context, tx any, commit bool) error {
+	switch t := tx.(type) {
+	case interface {
+		Commit() error
+		Rollback() error
+	}:
+		if commit {
+			return t.Commit()
+		}
+		return t.Rollback()
+	case interface {
+		Commit(context.Context) error
+		Rollback(context.Context) error
+	}:
+		if commit {
+			return t.Commit(ctx)
+		}
+		return t.Rollback(ctx)
+	}
+	return fmt.Errorf("conformance: cannot commit or roll back a %T", tx)
+}
