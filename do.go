@@ -16,26 +16,23 @@ import (
 // everything back and stores nothing, so a retry does the work.
 type Func[TTx any] func(ctx context.Context, tx TTx) (Response, error)
 
-// rollbackTimeout bounds a rollback run after the caller's context ended.
-const rollbackTimeout = 5 * time.Second
-
 // Do owns the transaction: it begins one the way the backend needs, claims
 // req's key, runs fn in the transaction, stores fn's response and commits.
-// Losers get Replay, Mismatch or InFlight without running fn.
+// Losers get Replay, Mismatch or InFlight without running fn. opts choose how
+// this call's transaction begins (Isolation).
 //
 // fn's error rolls back and is returned unchanged. A response whose status
 // Config.StoreStatus refuses (by default 5xx, 408, 425 and 429) is returned
-// with Committed false and rolled back. Once fn has returned, the completion
-// and COMMIT no longer end when ctx does: they run within
-// Config.CommitTimeout, so a caller that hangs up does not make a healthy
-// commit's outcome unknown. fn must not commit or roll back the
-// transaction itself; if it does, Do returns a *TxEndedError. Errors the dialect classifies as retryable
-// (serialization failure, deadlock), from any statement including fn's,
-// retry the whole transaction up to Config.MaxAttempts times with jittered
-// backoff; then Do returns a *RetryError. Everything else is returned wrapped
-// with what failed; a commit whose outcome is unknown matches
-// ErrCommitUnknown.
-func (s *Store[TTx]) Do(ctx context.Context, req Request, fn Func[TTx]) (Result, error) {
+// with Committed false and rolled back. Errors that a retry of the whole
+// transaction may cure (ErrSerialization, ErrDeadlock, ErrUnavailable), from
+// any statement including fn's, retry it up to Config.MaxAttempts times
+// with jittered backoff; then Do returns a *RetryError. Once fn has
+// returned, the completion and COMMIT no longer end when ctx does: they run
+// within Config.CommitTimeout, so a caller that hangs up does not make a
+// healthy commit's outcome unknown. A commit whose outcome is unknown
+// matches ErrCommitUnknown. fn must not commit or roll back the transaction
+// itself; if it does, Do returns a *TxEndedError.
+func (s *Store[TTx]) Do(ctx context.Context, req Request, fn Func[TTx], opts ...Option) (Result, error) {
 	if err := req.Validate(); err != nil {
 		return Result{}, err
 	}
@@ -47,39 +44,37 @@ func (s *Store[TTx]) Do(ctx context.Context, req Request, fn Func[TTx]) (Result,
 			return res, err
 		}
 	}
-	var last error
-	for attempt := 1; attempt <= s.cfg.MaxAttempts; attempt++ {
-		if attempt > 1 {
-			if err := sleep(ctx, backoff(attempt)); err != nil {
-				return Result{}, fmt.Errorf("idem: retry of key %q: %w (last error: %w)", req.Key, err, last)
-			}
-		}
-		res, err := s.attempt(ctx, req, fn)
-		if err == nil {
-			return res, nil
-		}
+	o := newCallOptions(opts)
+	var res Result
+	err := s.retry(ctx, func() error {
+		var err error
+		res, err = s.attempt(ctx, req, fn, o)
 		var ferr fnError
 		if errors.As(err, &ferr) {
 			// The function's own error comes back unchanged, unless it is
 			// one the dialect says a retry may cure.
-			classified := s.d.Classify(ferr.err)
-			if !retryable(classified) {
-				return Result{}, ferr.err
+			if classified := s.d.Classify(ferr.err); retryable(classified) {
+				return classified
 			}
-			err = classified
-		} else if !retryable(err) {
-			return Result{}, err
+			return ferr.err
 		}
-		last = err
+		return err
+	})
+	if err != nil {
+		var stopped *stoppedError
+		if errors.As(err, &stopped) {
+			return Result{}, fmt.Errorf("idem: retry of key %q: %w (last error: %w)", req.Key, stopped.ctxErr, stopped.last)
+		}
+		return Result{}, err
 	}
-	return Result{}, &RetryError{Attempts: s.cfg.MaxAttempts, Err: last}
+	return res, nil
 }
 
 // readFirst answers req from its record, read outside any transaction, when
 // that record settles the outcome: completed with req's fingerprint (Replay)
 // or claimed with another (Mismatch). Completed records do not change until
 // they expire, so the read needs no lock. done is false when the key has no
-// live record or it is in flight with req's fingerprint: the claim decides.
+// live record or it is pending with req's fingerprint: the claim decides.
 func (s *Store[TTx]) readFirst(ctx context.Context, req Request) (res Result, done bool, err error) {
 	rec, found, err := s.d.Lookup(ctx, s.driver.Pool(), s.table, dialect.LookupArgs{Scope: req.Scope, Key: req.Key, Now: s.now()})
 	if err != nil {
@@ -103,10 +98,10 @@ func (e fnError) Error() string { return e.err.Error() }
 func (e fnError) Unwrap() error { return e.err }
 
 // attempt runs one transaction.
-func (s *Store[TTx]) attempt(ctx context.Context, req Request, fn Func[TTx]) (Result, error) {
+func (s *Store[TTx]) attempt(ctx context.Context, req Request, fn Func[TTx], o callOptions) (Result, error) {
 	txCtx := followContext(ctx)
 	defer txCtx.release()
-	txn, err := s.driver.Begin(txCtx, dialect.BeginOptions{WaitBound: s.cfg.WaitBound})
+	tx, err := s.driver.Begin(txCtx, dialect.BeginOptions{Isolation: o.isolation, WaitBound: s.cfg.WaitBound})
 	if err != nil {
 		err = s.d.Classify(err)
 		if errors.Is(err, ErrLockTimeout) && ctx.Err() == nil {
@@ -118,18 +113,18 @@ func (s *Store[TTx]) attempt(ctx context.Context, req Request, fn Func[TTx]) (Re
 	finished := false
 	defer func() {
 		if !finished {
-			rollback(ctx, txn)
+			rollback(ctx, tx)
 		}
 	}()
 
-	claim, err := s.claim(ctx, txn, req)
+	claim, err := s.claim(ctx, tx, req)
 	if err != nil {
 		return Result{}, err
 	}
 	if claim.Outcome != Won {
 		return claim.Result, nil
 	}
-	resp, err := fn(ctx, txn.Native())
+	resp, err := fn(ctx, tx.Native())
 	if err != nil {
 		return Result{}, fnError{err}
 	}
@@ -152,8 +147,8 @@ func (s *Store[TTx]) attempt(ctx context.Context, req Request, fn Func[TTx]) (Re
 		return Result{}, err
 	}
 	finished = true
-	if err := txn.Commit(txCtx); err != nil {
-		rollback(ctx, txn)
+	if err := tx.Commit(txCtx); err != nil {
+		rollback(ctx, tx)
 		err = s.d.Classify(err)
 		if errors.Is(err, ErrTxDone) {
 			return Result{}, s.txEnded(req, err)
@@ -164,8 +159,8 @@ func (s *Store[TTx]) attempt(ctx context.Context, req Request, fn Func[TTx]) (Re
 }
 
 // txEnded reports that the function committed or rolled back the
-// transaction Do gave it. A read of the key tells which: a claim still in
-// flight was committed by the function, with whatever it wrote.
+// transaction Do gave it. A read of the key tells which: a claim still
+// pending was committed by the function, with whatever it wrote.
 func (s *Store[TTx]) txEnded(req Request, cause error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
 	defer cancel()
@@ -175,53 +170,42 @@ func (s *Store[TTx]) txEnded(req Request, cause error) error {
 	case err != nil:
 		e.Err = fmt.Errorf("%w (reading the key afterwards also failed: %w)", cause, s.d.Classify(err))
 		e.Unknown = true
-	case found && rec.State == dialect.InFlight && bytes.Equal(rec.Fingerprint, req.Fingerprint[:]):
+	case found && rec.State == dialect.Pending && bytes.Equal(rec.Fingerprint, req.Fingerprint[:]):
 		e.ClaimCommitted = true
 		e.ExpiresAt = rec.ExpiresAt
 	}
 	return e
 }
 
-// txContext is the context a transaction of Do is begun with. It follows
-// the caller's context until detach; after that the caller going away no
-// longer ends it, and the timeout given to detach does.
-type txContext struct {
-	context.Context
-	cancel context.CancelFunc
-	follow func() bool // stops following the caller's context
-	timer  *time.Timer
-}
-
-func followContext(ctx context.Context) *txContext {
-	c, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	return &txContext{Context: c, cancel: cancel, follow: context.AfterFunc(ctx, cancel)}
-}
-
-// detach stops following the caller's context and bounds what is left by
-// timeout. It reports false when the caller's context had already ended
-// (the transaction may already be rolling back).
-func (c *txContext) detach(timeout time.Duration) bool {
-	if !c.follow() {
-		return false
+// retry runs attempt until it succeeds, fails with an error a retry of the
+// whole transaction cannot cure, or Config.MaxAttempts ran (then it returns
+// a *RetryError), pausing with jittered backoff in between. When ctx ends
+// during a pause it returns a *stoppedError.
+func (c *core) retry(ctx context.Context, attempt func() error) error {
+	var last error
+	for n := 1; n <= c.cfg.MaxAttempts; n++ {
+		if n > 1 {
+			if err := sleep(ctx, backoff(n)); err != nil {
+				return &stoppedError{ctxErr: err, last: last}
+			}
+		}
+		err := attempt()
+		if err == nil || !retryable(err) {
+			return err
+		}
+		last = err
 	}
-	c.timer = time.AfterFunc(timeout, c.cancel)
-	return true
+	return &RetryError{Attempts: c.cfg.MaxAttempts, Err: last}
 }
 
-func (c *txContext) release() {
-	c.follow()
-	if c.timer != nil {
-		c.timer.Stop()
-	}
-	c.cancel()
+// stoppedError: the context ended while retry waited to try again.
+type stoppedError struct{ ctxErr, last error }
+
+func (e *stoppedError) Error() string {
+	return fmt.Sprintf("%v (last error: %v)", e.ctxErr, e.last)
 }
 
-// rollback ends txn even when ctx is already cancelled, within a bound.
-func rollback(ctx context.Context, txn dialect.Tx) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
-	defer cancel()
-	_ = txn.Rollback(ctx) // nothing to keep; a failed rollback closes the connection in every driver
-}
+func (e *stoppedError) Unwrap() []error { return []error{e.ctxErr, e.last} }
 
 // backoff is the pause before attempt n (n >= 2): exponential from 2 ms,
 // capped at 100 ms, with full jitter so racing retries spread out.

@@ -2,6 +2,7 @@ package idem_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net/http"
@@ -103,6 +104,20 @@ func TestDoControlFlow(t *testing.T) {
 						return dialect.ClaimResult{}, errRawSerialization
 					}
 					return dialect.ClaimResult{Won: true}, nil
+				}
+			},
+			fn:   func(int) (idem.Response, error) { return ok, nil },
+			want: want{outcome: idem.Won, committed: true, calls: 1, begins: 2, completes: 1, commits: 1},
+		},
+		{
+			name: "a lost connection before COMMIT retries the transaction",
+			cfg:  idem.Config{MaxAttempts: 3},
+			script: func(f *fakeDriver, _ context.CancelFunc) {
+				f.beginErr = func(n int) error {
+					if n == 1 {
+						return errRawConnLost
+					}
+					return nil
 				}
 			},
 			fn:   func(int) (idem.Response, error) { return ok, nil },
@@ -212,7 +227,7 @@ func TestDoControlFlow(t *testing.T) {
 			name: "in-flight record with another fingerprint is a mismatch",
 			script: func(f *fakeDriver, _ context.CancelFunc) {
 				f.claim = func(context.Context, int, dialect.ClaimArgs) (dialect.ClaimResult, error) {
-					return dialect.ClaimResult{Record: dialect.Record{Key: "k1", Fingerprint: other[:], State: dialect.InFlight}}, nil
+					return dialect.ClaimResult{Record: dialect.Record{Key: "k1", Fingerprint: other[:], State: dialect.Pending}}, nil
 				}
 			},
 			fn:   func(int) (idem.Response, error) { return ok, nil },
@@ -222,7 +237,7 @@ func TestDoControlFlow(t *testing.T) {
 			name: "in-flight record with the same fingerprint is in flight",
 			script: func(f *fakeDriver, _ context.CancelFunc) {
 				f.claim = func(context.Context, int, dialect.ClaimArgs) (dialect.ClaimResult, error) {
-					return dialect.ClaimResult{Record: dialect.Record{Key: "k1", Fingerprint: req.Fingerprint[:], State: dialect.InFlight}}, nil
+					return dialect.ClaimResult{Record: dialect.Record{Key: "k1", Fingerprint: req.Fingerprint[:], State: dialect.Pending}}, nil
 				}
 			},
 			fn:   func(int) (idem.Response, error) { return ok, nil },
@@ -248,14 +263,14 @@ func TestDoControlFlow(t *testing.T) {
 		{
 			name:   "read first: another fingerprint is a mismatch without a transaction",
 			cfg:    readFirst,
-			script: lookupFinds(dialect.Record{Key: "k1", Fingerprint: other[:], State: dialect.InFlight}),
+			script: lookupFinds(dialect.Record{Key: "k1", Fingerprint: other[:], State: dialect.Pending}),
 			fn:     func(int) (idem.Response, error) { return ok, nil },
 			want:   want{outcome: idem.Mismatch, lookups: 1},
 		},
 		{
 			name:   "read first: an in-flight record leaves the decision to the claim",
 			cfg:    readFirst,
-			script: lookupFinds(dialect.Record{Key: "k1", Fingerprint: req.Fingerprint[:], State: dialect.InFlight}),
+			script: lookupFinds(dialect.Record{Key: "k1", Fingerprint: req.Fingerprint[:], State: dialect.Pending}),
 			fn:     func(int) (idem.Response, error) { return ok, nil },
 			want:   want{outcome: idem.Won, committed: true, calls: 1, begins: 1, completes: 1, commits: 1, lookups: 1},
 		},
@@ -481,7 +496,7 @@ func TestDoRetryWaitObeysContext(t *testing.T) {
 
 // TestPurgeBatches: Purge runs batches of Config.PurgeBatch until one comes
 // back short, retries a batch on retryable errors, and begins each batch as
-// a purge transaction.
+// a READ COMMITTED transaction of its own.
 func TestPurgeBatches(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
@@ -520,9 +535,12 @@ func TestPurgeBatches(t *testing.T) {
 				}
 			}
 			for _, tx := range f.txs {
-				if !tx.opts.Purge {
-					t.Errorf("transaction %d begun without BeginOptions.Purge", tx.n)
+				if tx.opts.Isolation != sql.LevelReadCommitted {
+					t.Errorf("transaction %d begun at %v, want READ COMMITTED", tx.n, tx.opts.Isolation)
 				}
+			}
+			if len(f.txs) != len(tc.steps) {
+				t.Errorf("%d transactions for %d batches: the core must begin one per batch attempt", len(f.txs), len(tc.steps))
 			}
 			if f.openTxs() != 0 {
 				t.Errorf("%d transactions left open", f.openTxs())
@@ -573,5 +591,52 @@ func TestPurgeDutyCycle(t *testing.T) {
 	}
 	if elapsed := time.Since(start); elapsed > time.Second {
 		t.Errorf("Purge returned %v after its context ended", elapsed-100*time.Millisecond)
+	}
+}
+
+// TestDoIsolationOption: a call's Isolation reaches the driver's Begin; a
+// call without one leaves the driver's default.
+func TestDoIsolationOption(t *testing.T) {
+	store, f, err := newFakeStore(idem.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := func(context.Context, *fakeTx) (idem.Response, error) { return idem.Response{Status: 201}, nil }
+	if _, err := store.Do(t.Context(), fakeRequest("k1"), ok, idem.Isolation(sql.LevelSerializable)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Do(t.Context(), fakeRequest("k2"), ok); err != nil {
+		t.Fatal(err)
+	}
+	if got := []sql.IsolationLevel{f.txs[0].opts.Isolation, f.txs[1].opts.Isolation}; got[0] != sql.LevelSerializable || got[1] != sql.LevelDefault {
+		t.Errorf("Begin saw levels %v, want [Serializable Default]", got)
+	}
+}
+
+// TestRetryable: which errors make another call with the same key worth it.
+func TestRetryable(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"retries exhausted", &idem.RetryError{Attempts: 5, Err: idem.ErrDeadlock}, true},
+		{"serialization", fmt.Errorf("x: %w", idem.ErrSerialization), true},
+		{"deadlock", idem.ErrDeadlock, true},
+		{"lock timeout", idem.ErrLockTimeout, true},
+		{"unavailable", dialect.Classified(idem.ErrUnavailable, errors.New("conn reset")), true},
+		{"commit unknown", idem.ErrCommitUnknown, true},
+		{"invalid key", idem.ErrInvalidKey, false},
+		{"too large", idem.ErrResponseTooLarge, false},
+		{"bad transaction", idem.ErrBadTx, false},
+		{"unique violation", idem.ErrUniqueViolation, false},
+		{"function's own error", errors.New("card declined"), false},
+		{"cancelled", fmt.Errorf("%w: %w", context.Canceled, idem.ErrLockTimeout), false},
+		{"deadline", context.DeadlineExceeded, false},
+	} {
+		if got := idem.Retryable(tc.err); got != tc.want {
+			t.Errorf("Retryable(%s: %v) = %v, want %v", tc.name, tc.err, got, tc.want)
+		}
 	}
 }

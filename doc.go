@@ -39,16 +39,26 @@
 //
 // # Backends
 //
-// A backend is chosen by import and passed to New; nothing registers itself:
+// A backend is chosen by import and passed to New; nothing registers itself.
+// Every backend's constructor has the same shape, New(ctx, handle, Options):
 //
-//	db, _ := sqlite.Open("orders.db")          // github.com/idemkit/idem/sqlite
-//	driver, _ := sqlite.New(db)
+//	db, _ := sqlite.Open("orders.db")                        // github.com/idemkit/idem/sqlite
+//	driver, _ := sqlite.New(ctx, db, sqlite.Options{})
 //	store, _ := idem.New(driver, idem.Config{})
+//	_ = store.Migrate(ctx)                                   // the versioned schema
 //
 // Packages sqlite, postgres (pgx native and database/sql) and mysql (MySQL
-// 8 and MariaDB) implement the dialect contract in package dialect for their
+// and MariaDB) implement the contract in package dialect for their
 // database's conflict and visibility rules; package conformance is the suite
-// every backend, including yours, runs to prove it.
+// every backend, including yours, runs to prove it. One store serves every
+// isolation level: a call asks for its own with the Isolation option.
+//
+// # Schema
+//
+// Store.Migrate brings the table to the latest version of the backend's
+// versioned schema and records it; it is safe to run from several processes
+// at once, and refuses a database newer than the code (ErrSchemaNewer).
+// Store.Migrations gives the same DDL to migration tools.
 //
 // # Errors
 //
@@ -56,6 +66,7 @@
 // ErrInvalidScope, ErrResponseTooLarge, ErrInvalidConfig, ErrBadTx), misuse
 // (ErrNotWon, ErrAlreadyCompleted), and the database meanings each dialect
 // maps its typed driver errors to (ErrSerialization, ErrDeadlock,
-// ErrLockTimeout, ErrCommitUnknown, ...). Errors from the caller's function
-// are returned unchanged.
+// ErrLockTimeout, ErrUnavailable, ErrCommitUnknown, ...). Errors from the
+// caller's function are returned unchanged. Retryable says whether calling
+// again with the same request is worth it.
 package idem

@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -18,9 +19,6 @@ var (
 	// ErrInvalidScope: the scope is empty, longer than MaxScopeBytes, not
 	// UTF-8 or holds a control character.
 	ErrInvalidScope = errors.New("idem: invalid scope")
-	// ErrInvalidConfig: a Config field is out of range, or the table name is
-	// not an identifier (then it also matches dialect.ErrInvalidIdentifier).
-	ErrInvalidConfig = errors.New("idem: invalid config")
 	// ErrResponseTooLarge: the response body exceeds Config.MaxBody or its
 	// encoded header exceeds MaxHeaderBytes. Nothing is stored.
 	ErrResponseTooLarge = errors.New("idem: response too large to store")
@@ -39,12 +37,23 @@ var (
 	// transaction itself, so its response could not be stored. The error
 	// is a *TxEndedError, which says whether the claim was committed.
 	ErrTxEnded = errors.New("idem: the function ended the transaction")
+	// ErrSchemaNewer: Migrate found the table at a schema version newer
+	// than this code knows; an older binary must not write to it.
+	ErrSchemaNewer = errors.New("idem: database schema is newer than this code")
 )
 
 // The database meanings, re-exported from package dialect (the same values,
 // so errors.Is works with either name). Dialects map their typed driver
 // errors to these.
 var (
+	// ErrInvalidConfig: a Config field is out of range, the table name is
+	// not an identifier (then it also matches dialect.ErrInvalidIdentifier),
+	// or a driver was given something it cannot use.
+	ErrInvalidConfig = dialect.ErrInvalidConfig
+	// ErrUnavailable: retryable; the database could not serve the request
+	// (a lost connection, a server shutting down, a cluster node cut off)
+	// and nothing was committed. Do retries the whole transaction.
+	ErrUnavailable = dialect.ErrUnavailable
 	// ErrSerialization: retryable; Do retries the whole transaction.
 	ErrSerialization = dialect.ErrSerialization
 	// ErrDeadlock: retryable; Do retries the whole transaction.
@@ -129,7 +138,23 @@ func (e *TxEndedError) Error() string {
 // Unwrap returns ErrTxEnded and the driver's error.
 func (e *TxEndedError) Unwrap() []error { return []error{ErrTxEnded, e.Err} }
 
-// retryable reports whether a whole transaction may be retried after err.
+// retryable reports whether a whole transaction may be retried after err,
+// with a chance of another outcome.
 func retryable(err error) bool {
-	return errors.Is(err, ErrSerialization) || errors.Is(err, ErrDeadlock)
+	return errors.Is(err, ErrSerialization) || errors.Is(err, ErrDeadlock) || errors.Is(err, ErrUnavailable)
+}
+
+// Retryable reports whether calling Do (or Purge) again with the same
+// request may succeed where this call failed: Do's retries ran out
+// (ErrRetriesExhausted), a claim waited out its bound (ErrLockTimeout), the
+// database was unavailable, or a commit's outcome is unknown
+// (ErrCommitUnknown: the retry replays or does the work once). A retry with
+// the same key is always safe; this says whether it is worth making. Bad
+// input, a function's own errors and an ended context are not retryable.
+func Retryable(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	return retryable(err) || errors.Is(err, ErrRetriesExhausted) || errors.Is(err, ErrLockTimeout) ||
+		errors.Is(err, ErrCommitUnknown)
 }

@@ -24,7 +24,7 @@ func openOrders(cfg idem.Config) (*sql.DB, *idem.Store[*sql.Tx]) {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE orders (id INTEGER PRIMARY KEY, customer INTEGER, item INTEGER)`); err != nil {
 		log.Fatal(err)
 	}
-	driver, err := sqlite.New(db)
+	driver, err := sqlite.New(ctx, db, sqlite.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}

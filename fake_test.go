@@ -18,6 +18,7 @@ var (
 	errRawDeadlock      = errors.New("fake: deadlock detected")
 	errRawLockTimeout   = errors.New("fake: lock not available")
 	errRawCommitLost    = errors.New("fake: connection lost during COMMIT")
+	errRawConnLost      = errors.New("fake: connection reset by peer")
 )
 
 var fakeClasses = []struct{ raw, meaning error }{
@@ -25,6 +26,7 @@ var fakeClasses = []struct{ raw, meaning error }{
 	{errRawDeadlock, dialect.ErrDeadlock},
 	{errRawLockTimeout, dialect.ErrLockTimeout},
 	{errRawCommitLost, dialect.ErrCommitUnknown},
+	{errRawConnLost, dialect.ErrUnavailable},
 }
 
 // fakeTx is a transaction of the fake driver; it only records how it ended.
@@ -107,7 +109,7 @@ func (f *fakeDriver) Wrap(tx *fakeTx) (dialect.Queryer, error) {
 	return tx, nil
 }
 
-func (f *fakeDriver) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.Txn[*fakeTx], error) {
+func (f *fakeDriver) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.Tx[*fakeTx], error) {
 	f.mu.Lock()
 	n := len(f.txs) + 1
 	tx := &fakeTx{d: f, n: n, opts: opts}
@@ -127,9 +129,9 @@ func (f *fakeDriver) Begin(ctx context.Context, opts dialect.BeginOptions) (dial
 	return tx, nil
 }
 
-func (f *fakeDriver) Name() string                       { return "fake" }
-func (f *fakeDriver) Capabilities() dialect.Capabilities { return dialect.Capabilities{} }
-func (f *fakeDriver) Schema(dialect.Table) []string      { return nil }
+func (f *fakeDriver) Name() string                        { return "fake" }
+func (f *fakeDriver) Capabilities() dialect.Capabilities  { return dialect.Capabilities{} }
+func (f *fakeDriver) Schema(dialect.Table) dialect.Schema { return dialect.Schema{} }
 func (f *fakeDriver) Lookup(_ context.Context, _ dialect.Queryer, _ dialect.Table, a dialect.LookupArgs) (dialect.Record, bool, error) {
 	f.mu.Lock()
 	f.lookups++
@@ -168,26 +170,20 @@ func (f *fakeDriver) Complete(_ context.Context, _ dialect.Queryer, _ dialect.Ta
 	return nil
 }
 
-func (f *fakeDriver) PurgeBatch(ctx context.Context, begin func(context.Context) (dialect.Tx, error), _ dialect.Table, a dialect.PurgeArgs) (int64, error) {
-	tx, err := begin(ctx)
-	if err != nil {
-		return 0, err
+func (f *fakeDriver) Purge(ctx context.Context, q dialect.Queryer, _ dialect.Table, a dialect.PurgeArgs) (int64, error) {
+	if _, ok := q.(*fakeTx); !ok {
+		return 0, fmt.Errorf("fake: Purge ran on a %T, not a transaction the core began", q)
 	}
 	f.mu.Lock()
 	f.purges = append(f.purges, a)
 	i := len(f.purges) - 1
 	f.mu.Unlock()
 	if i >= len(f.purge) {
-		_ = tx.Rollback(ctx)
-		return 0, fmt.Errorf("fake: PurgeBatch called %d times, scripted %d", i+1, len(f.purge))
+		return 0, fmt.Errorf("fake: Purge called %d times, scripted %d", i+1, len(f.purge))
 	}
 	step := f.purge[i]
 	time.Sleep(step.took)
-	if step.err != nil {
-		_ = tx.Rollback(ctx)
-		return 0, step.err
-	}
-	return step.n, tx.Commit(ctx)
+	return step.n, step.err
 }
 
 func (f *fakeDriver) Classify(err error) error {

@@ -150,7 +150,8 @@ func (c Config) withDefaults() (Config, error) {
 
 // Store runs the idempotency lifecycle on one backend. TTx is the backend's
 // native transaction type (*sql.Tx, pgx.Tx). A Store holds no state besides
-// its configuration and is safe for concurrent use.
+// its configuration and is safe for concurrent use. One store serves every
+// isolation level (see Isolation) and every table use of one database.
 type Store[TTx any] struct {
 	core
 	driver dialect.Driver[TTx]
@@ -182,20 +183,6 @@ func New[TTx any](driver dialect.Driver[TTx], cfg Config) (*Store[TTx], error) {
 
 // Config returns the store's configuration with defaults filled in.
 func (s *Store[TTx]) Config() Config { return s.cfg }
-
-// Schema returns the DDL that creates the store's table and indexes, for
-// migration tools.
-func (s *Store[TTx]) Schema() []string { return s.d.Schema(s.table) }
-
-// Migrate creates the table and indexes if they do not exist.
-func (s *Store[TTx]) Migrate(ctx context.Context) error {
-	for _, stmt := range s.Schema() {
-		if _, err := s.driver.Pool().Exec(ctx, stmt); err != nil {
-			return fmt.Errorf("idem: migrate %s: %w", s.table.Name(), s.d.Classify(err))
-		}
-	}
-	return nil
-}
 
 // Outcome says what a claim (or Do) found.
 type Outcome int
@@ -263,12 +250,12 @@ type Result struct {
 	Record Record
 }
 
-// Claim is the result of Store.Claim: a won claim to complete, or what a
+// Claimed is what Store.Claim returns: a won claim to complete, or what a
 // loser found.
-type Claim struct {
+type Claimed struct {
 	Result
 	core      *core
-	q         Tx
+	q         dialect.Queryer
 	req       Request
 	completed bool
 }
@@ -278,7 +265,7 @@ type Claim struct {
 // tx, calls Complete, then commits. Any other outcome means the caller does
 // no work and should roll tx back; on some databases (PostgreSQL) a claim that
 // timed out (InFlight) has already aborted tx.
-func (s *Store[TTx]) Claim(ctx context.Context, tx TTx, req Request) (*Claim, error) {
+func (s *Store[TTx]) Claim(ctx context.Context, tx TTx, req Request) (*Claimed, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
@@ -289,7 +276,7 @@ func (s *Store[TTx]) Claim(ctx context.Context, tx TTx, req Request) (*Claim, er
 	return s.claim(ctx, q, req)
 }
 
-func (c *core) claim(ctx context.Context, q Tx, req Request) (*Claim, error) {
+func (c *core) claim(ctx context.Context, q dialect.Queryer, req Request) (*Claimed, error) {
 	res, err := c.d.Claim(ctx, q, c.table, dialect.ClaimArgs{
 		Scope:       req.Scope,
 		Key:         req.Key,
@@ -301,11 +288,11 @@ func (c *core) claim(ctx context.Context, q Tx, req Request) (*Claim, error) {
 	if err != nil {
 		err = c.d.Classify(err)
 		if errors.Is(err, ErrLockTimeout) && ctx.Err() == nil {
-			return &Claim{Result: Result{Outcome: InFlight}, core: c, req: req}, nil
+			return &Claimed{Result: Result{Outcome: InFlight}, core: c, req: req}, nil
 		}
 		return nil, c.failed(ctx, "claim", req, err)
 	}
-	cl := &Claim{core: c, q: q, req: req}
+	cl := &Claimed{core: c, q: q, req: req}
 	if res.Won {
 		cl.Outcome = Won
 		return cl, nil
@@ -375,7 +362,7 @@ func toRecord(rec dialect.Record) (Record, error) {
 // statement in the same transaction, and marks the key completed. The caller
 // commits afterwards. If Complete fails, the caller must roll back: the
 // effect must not commit without its record.
-func (c *Claim) Complete(ctx context.Context, resp Response) error {
+func (c *Claimed) Complete(ctx context.Context, resp Response) error {
 	switch {
 	case c.Outcome != Won:
 		return fmt.Errorf("%w: outcome is %v for key %q", ErrNotWon, c.Outcome, c.req.Key)
@@ -418,11 +405,26 @@ func (c *Claim) Complete(ctx context.Context, resp Response) error {
 // endpoints and operators. It returns ErrNotFound when there is none (or it
 // expired).
 func (s *Store[TTx]) Lookup(ctx context.Context, scope, key string) (Record, error) {
+	return s.lookup(ctx, s.driver.Pool(), scope, key)
+}
+
+// LookupTx reads the live record of a key in the caller's transaction tx,
+// which may be read-only (on a replica, say): it sees what tx's snapshot
+// sees. It returns ErrNotFound when there is none (or it expired).
+func (s *Store[TTx]) LookupTx(ctx context.Context, tx TTx, scope, key string) (Record, error) {
+	q, err := s.driver.Wrap(tx)
+	if err != nil {
+		return Record{}, fmt.Errorf("idem: lookup %q: %w", key, err)
+	}
+	return s.lookup(ctx, q, scope, key)
+}
+
+func (s *Store[TTx]) lookup(ctx context.Context, q dialect.Queryer, scope, key string) (Record, error) {
 	req := Request{Scope: scope, Key: key}
 	if err := req.Validate(); err != nil {
 		return Record{}, err
 	}
-	rec, found, err := s.d.Lookup(ctx, s.driver.Pool(), s.table, dialect.LookupArgs{Scope: scope, Key: key, Now: s.now()})
+	rec, found, err := s.d.Lookup(ctx, q, s.table, dialect.LookupArgs{Scope: scope, Key: key, Now: s.now()})
 	if err != nil {
 		return Record{}, s.failed(ctx, "lookup", req, s.d.Classify(err))
 	}
@@ -430,65 +432,6 @@ func (s *Store[TTx]) Lookup(ctx context.Context, scope, key string) (Record, err
 		return Record{}, fmt.Errorf("%w: key %q in scope %q", ErrNotFound, key, scope)
 	}
 	return toRecord(rec)
-}
-
-// PurgeResult reports what Purge deleted.
-type PurgeResult struct {
-	// Deleted is the number of expired records removed.
-	Deleted int64
-	// Batches is the number of purge transactions run.
-	Batches int
-}
-
-// Purge deletes expired records in batches of Config.PurgeBatch, each in its
-// own short transaction that skips rows other transactions hold, until a
-// batch finds fewer than a full batch or ctx ends. Between batches it pauses
-// so that it runs only Config.PurgeDutyCycle of the time. Run it
-// periodically; bound it with ctx.
-func (s *Store[TTx]) Purge(ctx context.Context) (PurgeResult, error) {
-	var res PurgeResult
-	begin := func(ctx context.Context) (dialect.Tx, error) {
-		return s.driver.Begin(ctx, dialect.BeginOptions{WaitBound: s.cfg.WaitBound, Purge: true})
-	}
-	for {
-		if err := ctx.Err(); err != nil {
-			return res, fmt.Errorf("idem: purge: %w", err)
-		}
-		started := time.Now()
-		n, err := s.purgeBatch(ctx, begin)
-		if err != nil {
-			return res, fmt.Errorf("idem: purge batch %d on %s: %w", res.Batches+1, s.d.Name(), err)
-		}
-		res.Batches++
-		res.Deleted += n
-		if n < int64(s.cfg.PurgeBatch) {
-			return res, nil
-		}
-		if d := s.cfg.PurgeDutyCycle; d < 1 {
-			pause := time.Duration(float64(time.Since(started)) * (1 - d) / d)
-			if err := sleep(ctx, pause); err != nil {
-				return res, fmt.Errorf("idem: purge: %w", err)
-			}
-		}
-	}
-}
-
-// purgeBatch runs one batch, retrying it on retryable errors like Do.
-func (c *core) purgeBatch(ctx context.Context, begin func(context.Context) (dialect.Tx, error)) (int64, error) {
-	var err error
-	for attempt := 1; attempt <= c.cfg.MaxAttempts; attempt++ {
-		if attempt > 1 {
-			if serr := sleep(ctx, backoff(attempt)); serr != nil {
-				return 0, fmt.Errorf("%w (last error: %w)", serr, err)
-			}
-		}
-		var n int64
-		n, err = c.d.PurgeBatch(ctx, begin, c.table, dialect.PurgeArgs{Now: c.now(), Limit: c.cfg.PurgeBatch})
-		if err = c.d.Classify(err); err == nil || !retryable(err) {
-			return n, err
-		}
-	}
-	return 0, &RetryError{Attempts: c.cfg.MaxAttempts, Err: err}
 }
 
 // now is the store's clock, or the zero time for the database's clock.

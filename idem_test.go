@@ -173,7 +173,7 @@ func TestCompleteOnLostClaim(t *testing.T) {
 		outcome idem.Outcome
 	}{
 		{"timed out", dialect.ClaimResult{}, errRawLockTimeout, idem.InFlight},
-		{"in flight", dialect.ClaimResult{Record: dialect.Record{Fingerprint: req.Fingerprint[:], State: dialect.InFlight}}, nil, idem.InFlight},
+		{"in flight", dialect.ClaimResult{Record: dialect.Record{Fingerprint: req.Fingerprint[:], State: dialect.Pending}}, nil, idem.InFlight},
 		{"replay", dialect.ClaimResult{Record: dialect.Record{Fingerprint: req.Fingerprint[:], State: dialect.Completed, Status: 200}}, nil, idem.Replay},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

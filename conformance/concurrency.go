@@ -29,24 +29,40 @@ func (e *env[TTx]) goDo(ctx context.Context, store *idem.Store[TTx], req idem.Re
 	return ch
 }
 
-// await waits for a background Do, failing the case after limit.
-func (e *env[TTx]) await(key string, ch <-chan outcome, limit time.Duration) outcome {
-	e.t.Helper()
+// Likely causes named when a background Do does not return in time.
+const (
+	// causeAfterCommit: the winner has committed or rolled back, yet the
+	// loser still waits.
+	causeAfterCommit = "the loser still waits although the winner's transaction ended: " +
+		"does the claim wait on something besides the key's row (a lock an earlier statement left, a session setting not restored)?"
+	// causeUnbounded: the winner still holds the key and the loser should
+	// have given up at the wait bound.
+	causeUnbounded = "the claim's wait is not bounded by ClaimArgs.WaitBound: " +
+		"PostgreSQL's lock_timeout 0 means wait forever (use at least 1ms), InnoDB's innodb_lock_wait_timeout counts whole seconds, " +
+		"SQLite's busy_timeout must be set on the connection BEGIN IMMEDIATE runs on"
+	// causeCancel: the loser's context was cancelled.
+	causeCancel = "a claim waiting for the key does not stop when its context is cancelled: run every statement with the caller's ctx"
+)
+
+// await waits for a background Do, failing the case after limit with the
+// likely cause.
+func (e *env[TTx]) await(key string, ch <-chan outcome, limit time.Duration, cause string) outcome {
+	e.T.Helper()
 	select {
 	case o := <-ch:
 		return o
 	case <-time.After(limit):
-		e.fatalf(key, "background Do did not return within %v", limit)
+		e.Fatalf(key, "background Do did not return within %v; likely cause: %s", limit, cause)
 	}
 	return outcome{}
 }
 
 // mustWait checks that a background Do is still waiting.
 func (e *env[TTx]) mustWait(key string, ch <-chan outcome, d time.Duration) {
-	e.t.Helper()
+	e.T.Helper()
 	select {
 	case o := <-ch:
-		e.fatalf(key, "loser returned while the winner held the key: %+v, err %v", o.res, o.err)
+		e.Fatalf(key, "loser returned while the winner held the key: %+v, err %v", o.res, o.err)
 	case <-time.After(d):
 	}
 }
@@ -63,7 +79,7 @@ func (e *env[TTx]) race(n int, req idem.Request, work func(i int) idem.Func[TTx]
 			defer wg.Done()
 			<-start
 			t0 := time.Now()
-			res, err := e.store.Do(e.ctx, req, work(i))
+			res, err := e.Store.Do(e.Ctx, req, work(i))
 			results[i] = outcome{res, err, time.Since(t0)}
 		}()
 	}
@@ -75,12 +91,12 @@ func (e *env[TTx]) race(n int, req idem.Request, work func(i int) idem.Func[TTx]
 // oneWinner checks that exactly one client of a race won and every other
 // one replayed the winner's response byte for byte.
 func (e *env[TTx]) oneWinner(key string, results []outcome) {
-	e.t.Helper()
+	e.T.Helper()
 	var winner *idem.Response
 	won := 0
 	for i, o := range results {
 		if o.err != nil {
-			e.errorf(key, "client %d: %v", i, o.err)
+			e.Errorf(key, "client %d: %v", i, o.err)
 			continue
 		}
 		if o.res.Outcome == idem.Won {
@@ -89,44 +105,44 @@ func (e *env[TTx]) oneWinner(key string, results []outcome) {
 		}
 	}
 	if won != 1 {
-		e.fatalf(key, "%d clients won, want exactly 1", won)
+		e.Fatalf(key, "%d clients won, want exactly 1", won)
 	}
 	for i, o := range results {
 		if o.err == nil && o.res.Outcome != idem.Won && (o.res.Outcome != idem.Replay || !sameResponse(o.res.Response, *winner)) {
-			e.errorf(key, "client %d: %v %q, want a replay of %q", i, o.res.Outcome, o.res.Response.Body, winner.Body)
+			e.Errorf(key, "client %d: %v %q, want a replay of %q", i, o.res.Outcome, o.res.Response.Body, winner.Body)
 		}
 	}
 }
 
 // holdClaim begins a transaction, wins req's claim in it and writes the
 // winner's effect, leaving the transaction open.
-func (e *env[TTx]) holdClaim(req idem.Request, label string) (*idem.Claim, func(commit bool)) {
-	e.t.Helper()
-	txn := e.begin()
-	claim, err := e.store.Claim(e.ctx, txn.Native(), req)
+func (e *env[TTx]) holdClaim(req idem.Request, label string) (*idem.Claimed, func(commit bool)) {
+	e.T.Helper()
+	txn := e.Begin()
+	claim, err := e.Store.Claim(e.Ctx, txn.Native(), req)
 	if err != nil || claim.Outcome != idem.Won {
-		txn.Rollback(e.ctx)
-		e.fatalf(req.Key, "winner's Claim: %+v, %v", claim, err)
+		txn.Rollback(e.Ctx)
+		e.Fatalf(req.Key, "winner's Claim: %+v, %v", claim, err)
 	}
-	if err := e.effect(e.ctx, txn.Native(), label); err != nil {
-		txn.Rollback(e.ctx)
-		e.fatalf(req.Key, "winner's effect: %v", err)
+	if err := e.effect(e.Ctx, txn.Native(), label); err != nil {
+		txn.Rollback(e.Ctx)
+		e.Fatalf(req.Key, "winner's effect: %v", err)
 	}
 	var once sync.Once
 	finish := func(commit bool) {
 		once.Do(func() {
 			if !commit {
-				if err := txn.Rollback(e.ctx); err != nil {
-					e.errorf(req.Key, "winner's Rollback: %v", err)
+				if err := txn.Rollback(e.Ctx); err != nil {
+					e.Errorf(req.Key, "winner's Rollback: %v", err)
 				}
 				return
 			}
-			if err := txn.Commit(e.ctx); err != nil {
-				e.errorf(req.Key, "winner's Commit: %v", err)
+			if err := txn.Commit(e.Ctx); err != nil {
+				e.Errorf(req.Key, "winner's Commit: %v", err)
 			}
 		})
 	}
-	e.t.Cleanup(func() { finish(false) })
+	e.T.Cleanup(func() { finish(false) })
 	return claim, finish
 }
 
@@ -137,24 +153,24 @@ func testLoserWaitsThenReplays[TTx any](t *testing.T, b Backend[TTx]) {
 // loserWaitsThenReplays: a loser waits while the winner holds the key, and
 // replays the winner's response once it commits. One effect.
 func loserWaitsThenReplays[TTx any](e *env[TTx], key string) {
-	e.t.Helper()
+	e.T.Helper()
 	req := request(key, "x")
 	claim, finish := e.holdClaim(req, key)
-	loser := e.goDo(e.ctx, e.store, req, e.work(key, created("loser")))
+	loser := e.goDo(e.Ctx, e.Store, req, e.work(key, created("loser")))
 	e.mustWait(req.Key, loser, 300*time.Millisecond)
-	if err := claim.Complete(e.ctx, created("winner")); err != nil {
-		e.fatalf(req.Key, "Complete: %v", err)
+	if err := claim.Complete(e.Ctx, created("winner")); err != nil {
+		e.Fatalf(req.Key, "Complete: %v", err)
 	}
 	finish(true)
-	o := e.await(req.Key, loser, time.Minute)
+	o := e.await(req.Key, loser, time.Minute, causeAfterCommit)
 	if o.err != nil {
-		e.fatalf(req.Key, "loser: %v", o.err)
+		e.Fatalf(req.Key, "loser: %v", o.err)
 	}
 	if o.res.Outcome != idem.Replay || string(o.res.Response.Body) != "winner" {
-		e.fatalf(req.Key, "loser after commit: %v %q, want replay of the winner", o.res.Outcome, o.res.Response.Body)
+		e.Fatalf(req.Key, "loser after commit: %v %q, want replay of the winner", o.res.Outcome, o.res.Response.Body)
 	}
 	if n := e.effectCount(key); n != 1 {
-		e.fatalf(req.Key, "effects = %d, want 1", n)
+		e.Fatalf(req.Key, "effects = %d, want 1", n)
 	}
 }
 
@@ -162,18 +178,18 @@ func testWinnerRollsBackLoserWins[TTx any](t *testing.T, b Backend[TTx]) {
 	e := setup(t, b, idem.Config{})
 	req := request("race-rollback", "x")
 	_, finish := e.holdClaim(req, "race-rollback")
-	loser := e.goDo(e.ctx, e.store, req, e.work("race-rollback", created("loser")))
+	loser := e.goDo(e.Ctx, e.Store, req, e.work("race-rollback", created("loser")))
 	e.mustWait(req.Key, loser, 300*time.Millisecond)
 	finish(false)
-	o := e.await(req.Key, loser, time.Minute)
+	o := e.await(req.Key, loser, time.Minute, causeAfterCommit)
 	if o.err != nil {
-		e.fatalf(req.Key, "loser: %v", o.err)
+		e.Fatalf(req.Key, "loser: %v", o.err)
 	}
 	if o.res.Outcome != idem.Won || !o.res.Committed || string(o.res.Response.Body) != "loser" {
-		e.fatalf(req.Key, "loser after the winner rolled back: %+v, want won", o.res)
+		e.Fatalf(req.Key, "loser after the winner rolled back: %+v, want won", o.res)
 	}
 	if n := e.effectCount("race-rollback"); n != 1 {
-		e.fatalf(req.Key, "effects = %d, want exactly 1", n)
+		e.Fatalf(req.Key, "effects = %d, want exactly 1", n)
 	}
 }
 
@@ -184,7 +200,7 @@ func testThirtyTwoClaims[TTx any](t *testing.T, b Backend[TTx]) {
 	results := e.race(n, req, func(i int) idem.Func[TTx] { return e.work("race-32", created(fmt.Sprintf("winner-%d", i))) })
 	e.oneWinner(req.Key, results)
 	if c := e.effectCount("race-32"); c != 1 {
-		e.fatalf(req.Key, "effects = %d, want exactly 1", c)
+		e.Fatalf(req.Key, "effects = %d, want exactly 1", c)
 	}
 }
 
@@ -194,44 +210,44 @@ func testWaitBound[TTx any](t *testing.T, b Backend[TTx]) {
 	req := request("bound-1", "x")
 	claim, finish := e.holdClaim(req, "bound-1")
 
-	o := e.await(req.Key, e.goDo(e.ctx, e.store, req, e.work("bound-1", created("loser"))), time.Minute)
+	o := e.await(req.Key, e.goDo(e.Ctx, e.Store, req, e.work("bound-1", created("loser"))), time.Minute, causeUnbounded)
 	if o.err != nil {
-		e.fatalf(req.Key, "loser: %v", o.err)
+		e.Fatalf(req.Key, "loser: %v", o.err)
 	}
 	if o.res.Outcome != idem.InFlight {
-		e.fatalf(req.Key, "loser past the wait bound: %v, want in-flight", o.res.Outcome)
+		e.Fatalf(req.Key, "loser past the wait bound: %v, want in-flight", o.res.Outcome)
 	}
 	if o.elapsed < bound/2 || o.elapsed > bound+3*time.Second {
-		e.fatalf(req.Key, "loser gave up after %v, want about the bound %v", o.elapsed, bound)
+		e.Fatalf(req.Key, "loser gave up after %v, want about the bound %v", o.elapsed, bound)
 	}
 
-	if !e.driver.Dialect().Capabilities().DatabaseWriteLock {
+	if !e.Driver.Dialect().Capabilities().DatabaseWriteLock {
 		// The manual path reports the same, and the transaction can be
 		// rolled back cleanly afterwards.
-		txn := e.begin()
-		c, err := e.store.Claim(e.ctx, txn.Native(), req)
+		txn := e.Begin()
+		c, err := e.Store.Claim(e.Ctx, txn.Native(), req)
 		if err != nil || c.Outcome != idem.InFlight {
-			e.fatalf(req.Key, "manual loser: %+v, %v, want in-flight", c, err)
+			e.Fatalf(req.Key, "manual loser: %+v, %v, want in-flight", c, err)
 		}
-		if err := txn.Rollback(e.ctx); err != nil {
-			e.fatalf(req.Key, "rollback after in-flight: %v", err)
+		if err := txn.Rollback(e.Ctx); err != nil {
+			e.Fatalf(req.Key, "rollback after in-flight: %v", err)
 		}
 	}
 
-	if err := claim.Complete(e.ctx, created("winner")); err != nil {
-		e.fatalf(req.Key, "Complete: %v", err)
+	if err := claim.Complete(e.Ctx, created("winner")); err != nil {
+		e.Fatalf(req.Key, "Complete: %v", err)
 	}
 	finish(true)
 	// Connections are usable afterwards: the key replays, a new key wins.
-	if r := e.do(e.store, req, e.work("bound-1", created("late"))); r.Outcome != idem.Replay || string(r.Response.Body) != "winner" {
-		e.fatalf(req.Key, "after the winner committed: %v %q, want replay", r.Outcome, r.Response.Body)
+	if r := e.do(e.Store, req, e.work("bound-1", created("late"))); r.Outcome != idem.Replay || string(r.Response.Body) != "winner" {
+		e.Fatalf(req.Key, "after the winner committed: %v %q, want replay", r.Outcome, r.Response.Body)
 	}
 	other := request("bound-2", "x")
-	if r := e.do(e.store, other, e.work("bound-2", created("ok"))); r.Outcome != idem.Won {
-		e.fatalf(other.Key, "new key after a timeout: %v, want won", r.Outcome)
+	if r := e.do(e.Store, other, e.work("bound-2", created("ok"))); r.Outcome != idem.Won {
+		e.Fatalf(other.Key, "new key after a timeout: %v, want won", r.Outcome)
 	}
 	if n := e.effectCount("bound-1"); n != 1 {
-		e.fatalf(req.Key, "effects = %d, want 1", n)
+		e.Fatalf(req.Key, "effects = %d, want 1", n)
 	}
 }
 
@@ -240,35 +256,35 @@ func testContextCancelled[TTx any](t *testing.T, b Backend[TTx]) {
 	req := request("cancel-1", "x")
 	claim, finish := e.holdClaim(req, "cancel-1")
 
-	ctx, cancel := context.WithCancel(e.ctx)
-	loser := e.goDo(ctx, e.store, req, e.work("cancel-1", created("loser")))
+	ctx, cancel := context.WithCancel(e.Ctx)
+	loser := e.goDo(ctx, e.Store, req, e.work("cancel-1", created("loser")))
 	e.mustWait(req.Key, loser, 200*time.Millisecond)
 	cancelled := time.Now()
 	cancel()
-	o := e.await(req.Key, loser, 30*time.Second)
+	o := e.await(req.Key, loser, 30*time.Second, causeCancel)
 	if since := time.Since(cancelled); since > 3*time.Second {
-		e.fatalf(req.Key, "loser returned %v after its context was cancelled", since)
+		e.Fatalf(req.Key, "loser returned %v after its context was cancelled", since)
 	}
 	if !errors.Is(o.err, context.Canceled) {
-		e.fatalf(req.Key, "loser with cancelled context: %+v, err %v, want context.Canceled", o.res, o.err)
+		e.Fatalf(req.Key, "loser with cancelled context: %+v, err %v, want context.Canceled", o.res, o.err)
 	}
 
-	if err := claim.Complete(e.ctx, created("winner")); err != nil {
-		e.fatalf(req.Key, "Complete: %v", err)
+	if err := claim.Complete(e.Ctx, created("winner")); err != nil {
+		e.Fatalf(req.Key, "Complete: %v", err)
 	}
 	finish(true)
 	// No leaked transaction or lock: both of these finish promptly.
-	ctx, cancel = context.WithTimeout(e.ctx, 10*time.Second)
+	ctx, cancel = context.WithTimeout(e.Ctx, 10*time.Second)
 	defer cancel()
-	if r, err := e.store.Do(ctx, req, e.work("cancel-1", created("late"))); err != nil || r.Outcome != idem.Replay {
-		e.fatalf(req.Key, "after cancel: %v, %v, want replay", r.Outcome, err)
+	if r, err := e.Store.Do(ctx, req, e.work("cancel-1", created("late"))); err != nil || r.Outcome != idem.Replay {
+		e.Fatalf(req.Key, "after cancel: %v, %v, want replay", r.Outcome, err)
 	}
 	other := request("cancel-2", "x")
-	if r, err := e.store.Do(ctx, other, e.work("cancel-2", created("ok"))); err != nil || r.Outcome != idem.Won {
-		e.fatalf(other.Key, "new key after cancel: %v, %v, want won", r.Outcome, err)
+	if r, err := e.Store.Do(ctx, other, e.work("cancel-2", created("ok"))); err != nil || r.Outcome != idem.Won {
+		e.Fatalf(other.Key, "new key after cancel: %v, %v, want won", r.Outcome, err)
 	}
 	if n := e.effectCount("cancel-1"); n != 1 {
-		e.fatalf(req.Key, "effects = %d, want 1", n)
+		e.Fatalf(req.Key, "effects = %d, want 1", n)
 	}
 }
 
@@ -276,7 +292,7 @@ func testRetryExhaustion[TTx any](t *testing.T, b Backend[TTx]) {
 	e := setup(t, b, idem.Config{MaxAttempts: 3})
 	req := request("retry-1", "x")
 	calls := 0
-	_, err := e.store.Do(e.ctx, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
+	_, err := e.Store.Do(e.Ctx, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
 		calls++
 		if err := e.effect(ctx, tx, "retry-1"); err != nil {
 			return idem.Response{}, err
@@ -285,13 +301,13 @@ func testRetryExhaustion[TTx any](t *testing.T, b Backend[TTx]) {
 	})
 	var rerr *idem.RetryError
 	if !errors.As(err, &rerr) || rerr.Attempts != 3 || !errors.Is(err, idem.ErrRetriesExhausted) || !errors.Is(err, idem.ErrSerialization) {
-		e.fatalf(req.Key, "Do: %v, want *RetryError after 3 attempts wrapping ErrSerialization", err)
+		e.Fatalf(req.Key, "Do: %v, want *RetryError after 3 attempts wrapping ErrSerialization", err)
 	}
 	if calls != 3 {
-		e.fatalf(req.Key, "function ran %d times, want 3", calls)
+		e.Fatalf(req.Key, "function ran %d times, want 3", calls)
 	}
-	if n := e.effectCount("retry-1") + e.records(); n != 0 {
-		e.fatalf(req.Key, "rows after exhaustion = %d, want 0", n)
+	if n := e.effectCount("retry-1") + e.Records(); n != 0 {
+		e.Fatalf(req.Key, "rows after exhaustion = %d, want 0", n)
 	}
 }
 
@@ -299,7 +315,7 @@ func testRetryThenSucceed[TTx any](t *testing.T, b Backend[TTx]) {
 	e := setup(t, b, idem.Config{MaxAttempts: 3})
 	req := request("retry-2", "x")
 	calls := 0
-	res, err := e.store.Do(e.ctx, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
+	res, err := e.Store.Do(e.Ctx, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
 		calls++
 		if err := e.effect(ctx, tx, "retry-2"); err != nil {
 			return idem.Response{}, err
@@ -310,10 +326,10 @@ func testRetryThenSucceed[TTx any](t *testing.T, b Backend[TTx]) {
 		return created("third time"), nil
 	})
 	if err != nil || res.Outcome != idem.Won || !res.Committed {
-		e.fatalf(req.Key, "Do: %+v, %v, want won on the third attempt", res, err)
+		e.Fatalf(req.Key, "Do: %+v, %v, want won on the third attempt", res, err)
 	}
 	if n := e.effectCount("retry-2"); n != 1 {
-		e.fatalf(req.Key, "effects = %d, want exactly 1", n)
+		e.Fatalf(req.Key, "effects = %d, want exactly 1", n)
 	}
 }
 
@@ -322,36 +338,36 @@ func testRetryThenSucceed[TTx any](t *testing.T, b Backend[TTx]) {
 // see the winner's record (or ask for a retry), never win a second time.
 func testClaimAfterEarlierRead[TTx any](t *testing.T, b Backend[TTx]) {
 	e := setup(t, b, idem.Config{})
-	if e.driver.Dialect().Capabilities().DatabaseWriteLock {
+	if e.Driver.Dialect().Capabilities().DatabaseWriteLock {
 		t.Skip("writers hold the whole database from BEGIN: no snapshot can predate another writer's commit")
 	}
 	req := request("snapshot-1", "x")
-	txn := e.begin()
-	defer txn.Rollback(e.ctx)
-	q, err := e.driver.Wrap(txn.Native())
+	txn := e.Begin()
+	defer txn.Rollback(e.Ctx)
+	q, err := e.Driver.Wrap(txn.Native())
 	if err != nil {
-		e.fatalf(req.Key, "Wrap: %v", err)
+		e.Fatalf(req.Key, "Wrap: %v", err)
 	}
-	rows, err := q.Query(e.ctx, "SELECT COUNT(*) FROM "+e.table)
+	rows, err := q.Query(e.Ctx, "SELECT COUNT(*) FROM "+e.Table)
 	if err != nil {
-		e.fatalf(req.Key, "read before claim: %v", err)
+		e.Fatalf(req.Key, "read before claim: %v", err)
 	}
 	for rows.Next() {
 	}
 	rows.Close()
 
-	e.do(e.store, req, e.work("snapshot-1", created("winner"))) // another transaction wins and commits
+	e.do(e.Store, req, e.work("snapshot-1", created("winner"))) // another transaction wins and commits
 
-	claim, err := e.store.Claim(e.ctx, txn.Native(), req)
+	claim, err := e.Store.Claim(e.Ctx, txn.Native(), req)
 	switch {
 	case err != nil && errors.Is(err, idem.ErrSerialization):
 		// The database asks for a retry of the whole transaction: correct.
 	case err != nil:
-		e.fatalf(req.Key, "Claim after an earlier read: %v", err)
+		e.Fatalf(req.Key, "Claim after an earlier read: %v", err)
 	case claim.Outcome != idem.Replay || string(claim.Response.Body) != "winner":
-		e.fatalf(req.Key, "Claim after an earlier read: %v %q, want a replay of the committed winner", claim.Outcome, claim.Response.Body)
+		e.Fatalf(req.Key, "Claim after an earlier read: %v %q, want a replay of the committed winner", claim.Outcome, claim.Response.Body)
 	}
 	if n := e.effectCount("snapshot-1"); n != 1 {
-		e.fatalf(req.Key, "effects = %d, want 1", n)
+		e.Fatalf(req.Key, "effects = %d, want 1", n)
 	}
 }

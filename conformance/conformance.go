@@ -13,58 +13,34 @@
 //		})
 //	}
 //
-// Every case is a parallel subtest with its own tables, and checks the
-// effect count in a table of its own, written in the same transaction as the
-// claim, the way a user's order or payment row would be. Backend differences
-// are read from dialect.Capabilities, never from which package runs.
+// Every case is a parallel subtest on a Fixture (a store on a fresh table of
+// its own), and checks the effect count in a table of its own, written in the
+// same transaction as the claim, the way a user's order or payment row would
+// be. Backend differences are read from dialect.Capabilities, never from
+// which package runs. A failure names the backend, the key and, where a
+// case can tell, the likely cause.
+//
+// The harness (Backend, Case, RunCases, Fixture, WrappedTx) is exported:
+// idemhttp/idemhttptest builds on it, and so can a suite of your own.
 package conformance
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/dialect"
 )
-
-// Backend is what a dialect's tests hand to Run.
-type Backend[TTx any] struct {
-	// Name appears in every failure message ("postgres/pgx/serializable").
-	Name string
-	// Open returns the driver one test runs on. Tests may share a database:
-	// each creates and drops its own tables. Open may call t.Skip or t.Fatal.
-	Open func(t *testing.T) dialect.Driver[TTx]
-}
-
-// caseTimeout bounds every case, so a backend that hangs fails instead.
-const caseTimeout = 2 * time.Minute
 
 // Run runs every conformance case against b as parallel subtests of t.
 func Run[TTx any](t *testing.T, b Backend[TTx]) {
 	t.Helper()
-	if b.Open == nil {
-		t.Fatalf("conformance: Backend %q has no Open", b.Name)
-	}
-	for _, c := range cases[TTx]() {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			c.run(t, b)
-		})
-	}
+	RunCases(t, b, cases[TTx]())
 }
 
-type testCase[TTx any] struct {
-	name string
-	run  func(t *testing.T, b Backend[TTx])
-}
-
-func cases[TTx any]() []testCase[TTx] {
-	return []testCase[TTx]{
+func cases[TTx any]() []Case[TTx] {
+	return []Case[TTx]{
 		{"FreshClaimAndComplete", testFreshClaimAndComplete[TTx]},
 		{"DoWinsAndCommits", testDoWinsAndCommits[TTx]},
 		{"ReplayByteForByte", testReplayByteForByte[TTx]},
@@ -111,90 +87,32 @@ func cases[TTx any]() []testCase[TTx] {
 		{"SlowWinnerNotOvertaken", testSlowWinnerNotOvertaken[TTx]},
 		{"CommitSurvivesHangUp", testCommitSurvivesHangUp[TTx]},
 		{"FunctionEndsTransaction", testFunctionEndsTransaction[TTx]},
+		{"MigrateUpgradesUnversioned", testMigrateUpgradesUnversioned[TTx]},
+		{"MigrateRefusesNewer", testMigrateRefusesNewer[TTx]},
+		{"MigrateConcurrently", testMigrateConcurrently[TTx]},
+		{"LookupInTransaction", testLookupInTransaction[TTx]},
+		{"PerCallIsolation", testPerCallIsolation[TTx]},
 	}
 }
 
-// env is one case's world: a driver, a store on a fresh table, and an effect
-// table the case's work writes to.
+// env is one case's world: a fixture, and an effect table the case's work
+// writes to, in the same transaction as the claim, the way a user's order
+// or payment row would be.
 type env[TTx any] struct {
-	t       *testing.T
-	name    string
-	ctx     context.Context
-	driver  dialect.Driver[TTx]
-	store   *idem.Store[TTx]
-	table   string
+	*Fixture[TTx]
 	effects string
 }
 
-var tableSeq atomic.Int64
-
-// tablePrefix keeps tables of concurrent test binaries on one server apart.
-var tablePrefix = func() string {
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	return "idemc_" + hex.EncodeToString(b)
-}()
-
-// setup opens the backend, creates fresh tables and a store configured by
-// cfg (its Table is set here), and drops the tables when the case ends.
+// setup makes a case's fixture with a store configured by cfg.
 func setup[TTx any](t *testing.T, b Backend[TTx], cfg idem.Config) *env[TTx] {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), caseTimeout)
-	t.Cleanup(cancel)
-	d := b.Open(t)
-	e := &env[TTx]{t: t, name: b.Name, ctx: ctx, driver: d}
-	e.table = fmt.Sprintf("%s_%d", tablePrefix, tableSeq.Add(1))
-	e.effects = e.table + "_fx"
-	cfg.Table = e.table
-	if cfg.WaitBound == 0 {
-		cfg.WaitBound = 20 * time.Second // generous: -race on two cores is slow
-	}
-	store, err := idem.New(d, cfg)
-	if err != nil {
-		t.Fatalf("[%s] idem.New: %v", b.Name, err)
-	}
-	e.store = store
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatalf("[%s] Migrate: %v", b.Name, err)
-	}
-	// Migrate twice: it must be idempotent too.
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatalf("[%s] second Migrate: %v", b.Name, err)
-	}
-	e.exec(d.Pool(), "CREATE TABLE "+e.effects+" (k VARCHAR(255) NOT NULL)")
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		for _, name := range []string{e.effects, e.table} {
-			if _, err := d.Pool().Exec(ctx, "DROP TABLE "+name); err != nil {
-				t.Errorf("[%s] drop %s: %v", b.Name, name, err)
-			}
-		}
-	})
-	return e
-}
-
-// fatalf fails the case naming the backend and the key.
-func (e *env[TTx]) fatalf(key, format string, args ...any) {
-	e.t.Helper()
-	e.t.Fatalf("[%s] key %q: %s", e.name, key, fmt.Sprintf(format, args...))
-}
-
-func (e *env[TTx]) errorf(key, format string, args ...any) {
-	e.t.Helper()
-	e.t.Errorf("[%s] key %q: %s", e.name, key, fmt.Sprintf(format, args...))
-}
-
-func (e *env[TTx]) exec(q dialect.Queryer, stmt string) {
-	e.t.Helper()
-	if _, err := q.Exec(e.ctx, stmt); err != nil {
-		e.t.Fatalf("[%s] %s: %v", e.name, stmt, err)
-	}
+	f := NewFixture(t, b, FixtureOptions[TTx]{Config: cfg})
+	return &env[TTx]{Fixture: f, effects: f.CreateTable("fx", "k VARCHAR(255) NOT NULL")}
 }
 
 // effect is the user's write, made in the claim's transaction.
 func (e *env[TTx]) effect(ctx context.Context, tx TTx, label string) error {
-	q, err := e.driver.Wrap(tx)
+	q, err := e.Driver.Wrap(tx)
 	if err != nil {
 		return err
 	}
@@ -202,33 +120,10 @@ func (e *env[TTx]) effect(ctx context.Context, tx TTx, label string) error {
 	return err
 }
 
-// effects counts committed effects with label.
+// effectCount counts committed effects with label.
 func (e *env[TTx]) effectCount(label string) int64 {
-	e.t.Helper()
-	return e.count("SELECT COUNT(*) FROM " + e.effects + " WHERE k = '" + label + "'")
-}
-
-// records counts the rows of the idem table, expired or not.
-func (e *env[TTx]) records() int64 {
-	e.t.Helper()
-	return e.count("SELECT COUNT(*) FROM " + e.table)
-}
-
-func (e *env[TTx]) count(query string) int64 {
-	e.t.Helper()
-	rows, err := e.driver.Pool().Query(e.ctx, query)
-	if err != nil {
-		e.t.Fatalf("[%s] %s: %v", e.name, query, err)
-	}
-	defer rows.Close()
-	var n int64
-	if !rows.Next() {
-		e.t.Fatalf("[%s] %s: no row (%v)", e.name, query, rows.Err())
-	}
-	if err := rows.Scan(&n); err != nil {
-		e.t.Fatalf("[%s] %s: %v", e.name, query, err)
-	}
-	return n
+	e.T.Helper()
+	return e.Count("SELECT COUNT(*) FROM " + e.effects + " WHERE k = '" + label + "'")
 }
 
 // request builds a request for key in the case's default scope.
@@ -252,23 +147,13 @@ func (e *env[TTx]) work(label string, resp idem.Response) idem.Func[TTx] {
 }
 
 // do runs store.Do and fails the case on error.
-func (e *env[TTx]) do(store *idem.Store[TTx], req idem.Request, fn idem.Func[TTx]) idem.Result {
-	e.t.Helper()
-	res, err := store.Do(e.ctx, req, fn)
+func (e *env[TTx]) do(store *idem.Store[TTx], req idem.Request, fn idem.Func[TTx], opts ...idem.Option) idem.Result {
+	e.T.Helper()
+	res, err := store.Do(e.Ctx, req, fn, opts...)
 	if err != nil {
-		e.fatalf(req.Key, "Do: %v", err)
+		e.Fatalf(req.Key, "Do: %v", err)
 	}
 	return res
-}
-
-// begin starts a transaction through the driver for the manual path.
-func (e *env[TTx]) begin() dialect.Txn[TTx] {
-	e.t.Helper()
-	txn, err := e.driver.Begin(e.ctx, dialect.BeginOptions{WaitBound: e.store.Config().WaitBound})
-	if err != nil {
-		e.t.Fatalf("[%s] Begin: %v", e.name, err)
-	}
-	return txn
 }
 
 // clock is a settable clock for retention cases.

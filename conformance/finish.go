@@ -21,51 +21,46 @@ func testSlowWinnerNotOvertaken[TTx any](t *testing.T, b Backend[TTx]) {
 	req := request("slow-winner", "x")
 	claim, finish := e.holdClaim(req, "slow-winner")
 	clk.add(2 * retention) // the winner is still working, far past the retention
-	loser := e.goDo(e.ctx, e.store, req, e.work("slow-winner", created("loser")))
+	loser := e.goDo(e.Ctx, e.Store, req, e.work("slow-winner", created("loser")))
 	e.mustWait(req.Key, loser, 300*time.Millisecond)
-	if err := claim.Complete(e.ctx, created("winner")); err != nil {
-		e.fatalf(req.Key, "Complete: %v", err)
+	if err := claim.Complete(e.Ctx, created("winner")); err != nil {
+		e.Fatalf(req.Key, "Complete: %v", err)
 	}
 	finish(true)
-	o := e.await(req.Key, loser, time.Minute)
+	o := e.await(req.Key, loser, time.Minute, causeAfterCommit)
 	if o.err != nil || o.res.Outcome != idem.Replay || string(o.res.Response.Body) != "winner" {
-		e.fatalf(req.Key, "retry that waited for a winner slower than the retention: %+v, %v, want a replay of the winner (completion must restart the retention)", o.res, o.err)
+		e.Fatalf(req.Key, "retry that waited for a winner slower than the retention: %+v, %v, want a replay of the winner (completion must restart the retention)", o.res, o.err)
 	}
 	if n := e.effectCount("slow-winner"); n != 1 {
-		e.fatalf(req.Key, "effects = %d, want 1: the work ran twice", n)
+		e.Fatalf(req.Key, "effects = %d, want 1: the work ran twice", n)
 	}
-	rec, err := e.store.Lookup(e.ctx, req.Scope, req.Key)
+	rec, err := e.Store.Lookup(e.Ctx, req.Scope, req.Key)
 	if err != nil {
-		e.fatalf(req.Key, "Lookup: %v", err)
+		e.Fatalf(req.Key, "Lookup: %v", err)
 	}
 	if want := t0.Add(3 * retention); !rec.ExpiresAt.Equal(want) || !rec.CreatedAt.Equal(t0) {
-		e.fatalf(req.Key, "record created %v expires %v, want created %v (the claim) and expiring %v (completion plus retention)", rec.CreatedAt, rec.ExpiresAt, t0, want)
+		e.Fatalf(req.Key, "record created %v expires %v, want created %v (the claim) and expiring %v (completion plus retention)", rec.CreatedAt, rec.ExpiresAt, t0, want)
 	}
 }
 
 // hangUpDriver cancels the caller's context at the moment Do commits, the
-// way a client that hangs up at the wrong time does.
+// way a client that hangs up at the wrong time does. Its transactions keep
+// every optional ability of the backend's (so the production COMMIT path
+// runs).
 type hangUpDriver[TTx any] struct {
 	dialect.Driver[TTx]
 	hangUp context.CancelFunc
 }
 
-func (d hangUpDriver[TTx]) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.Txn[TTx], error) {
-	txn, err := d.Driver.Begin(ctx, opts)
+func (d hangUpDriver[TTx]) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.Tx[TTx], error) {
+	tx, err := d.Driver.Begin(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	return hangUpTxn[TTx]{Txn: txn, hangUp: d.hangUp}, nil
-}
-
-type hangUpTxn[TTx any] struct {
-	dialect.Txn[TTx]
-	hangUp context.CancelFunc
-}
-
-func (t hangUpTxn[TTx]) Commit(ctx context.Context) error {
-	t.hangUp()
-	return t.Txn.Commit(ctx)
+	return &WrappedTx[TTx]{Tx: tx, OnCommit: func(ctx context.Context, tx dialect.Tx[TTx]) error {
+		d.hangUp()
+		return tx.Commit(ctx)
+	}}, nil
 }
 
 // testCommitSurvivesHangUp: once the function has returned, the caller's
@@ -74,25 +69,25 @@ func (t hangUpTxn[TTx]) Commit(ctx context.Context) error {
 // failing or ending with an unknown outcome.
 func testCommitSurvivesHangUp[TTx any](t *testing.T, b Backend[TTx]) {
 	e := setup(t, b, idem.Config{})
-	ctx, hangUp := context.WithCancel(e.ctx)
+	ctx, hangUp := context.WithCancel(e.Ctx)
 	defer hangUp()
-	store, err := idem.New(hangUpDriver[TTx]{Driver: e.driver, hangUp: hangUp}, e.store.Config())
+	store, err := idem.New(hangUpDriver[TTx]{Driver: e.Driver, hangUp: hangUp}, e.Store.Config())
 	if err != nil {
-		t.Fatalf("[%s] idem.New: %v", e.name, err)
+		t.Fatalf("[%s] idem.New: %v", e.Backend, err)
 	}
 	req := request("hang-up", "x")
 	res, err := store.Do(ctx, req, e.work("hang-up", created("done")))
 	if err != nil || res.Outcome != idem.Won || !res.Committed {
-		e.fatalf(req.Key, "Do whose caller hung up during COMMIT: %+v, %v, want won and committed", res, err)
+		e.Fatalf(req.Key, "Do whose caller hung up during COMMIT: %+v, %v, want won and committed", res, err)
 	}
 	if ctx.Err() == nil {
-		e.fatalf(req.Key, "the caller's context was not cancelled: the case proves nothing")
+		e.Fatalf(req.Key, "the caller's context was not cancelled: the case proves nothing")
 	}
-	if r := e.do(e.store, req, e.work("hang-up", created("again"))); r.Outcome != idem.Replay || string(r.Response.Body) != "done" {
-		e.fatalf(req.Key, "retry: %v %q, want a replay of the committed answer", r.Outcome, r.Response.Body)
+	if r := e.do(e.Store, req, e.work("hang-up", created("again"))); r.Outcome != idem.Replay || string(r.Response.Body) != "done" {
+		e.Fatalf(req.Key, "retry: %v %q, want a replay of the committed answer", r.Outcome, r.Response.Body)
 	}
 	if n := e.effectCount("hang-up"); n != 1 {
-		e.fatalf(req.Key, "effects = %d, want 1", n)
+		e.Fatalf(req.Key, "effects = %d, want 1", n)
 	}
 }
 
@@ -104,7 +99,7 @@ func testFunctionEndsTransaction[TTx any](t *testing.T, b Backend[TTx]) {
 		t.Run(fmt.Sprintf("commit=%v", commit), func(t *testing.T) {
 			e := setup(t, b, idem.Config{})
 			req := request(fmt.Sprintf("ends-tx-%v", commit), "x")
-			_, err := e.store.Do(e.ctx, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
+			_, err := e.Store.Do(e.Ctx, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
 				if err := e.effect(ctx, tx, req.Key); err != nil {
 					return idem.Response{}, err
 				}
@@ -115,26 +110,26 @@ func testFunctionEndsTransaction[TTx any](t *testing.T, b Backend[TTx]) {
 			})
 			var ended *idem.TxEndedError
 			if !errors.As(err, &ended) || !errors.Is(err, idem.ErrTxEnded) {
-				e.fatalf(req.Key, "Do whose function ended the transaction: %v, want a *TxEndedError", err)
+				e.Fatalf(req.Key, "Do whose function ended the transaction: %v, want a *TxEndedError", err)
 			}
 			if ended.Unknown || ended.ClaimCommitted != commit {
-				e.fatalf(req.Key, "TxEndedError %+v, want ClaimCommitted=%v", ended, commit)
+				e.Fatalf(req.Key, "TxEndedError %+v, want ClaimCommitted=%v", ended, commit)
 			}
 			want := int64(0)
 			if commit {
 				want = 1
 				if !ended.ExpiresAt.After(time.Now().Add(retention - time.Hour)) {
-					e.fatalf(req.Key, "TxEndedError.ExpiresAt %v, want about the retention from now", ended.ExpiresAt)
+					e.Fatalf(req.Key, "TxEndedError.ExpiresAt %v, want about the retention from now", ended.ExpiresAt)
 				}
 			}
 			if n := e.effectCount(req.Key); n != want {
-				e.fatalf(req.Key, "effects = %d, want %d", n, want)
+				e.Fatalf(req.Key, "effects = %d, want %d", n, want)
 			}
 			// What a retry sees: in flight while the committed claim
 			// lives, the work done afresh after a rollback.
-			r := e.do(e.store, req, e.work(req.Key, created("retry")))
+			r := e.do(e.Store, req, e.work(req.Key, created("retry")))
 			if commit && r.Outcome != idem.InFlight || !commit && (r.Outcome != idem.Won || !r.Committed) {
-				e.fatalf(req.Key, "retry: %v, want %v", r.Outcome, map[bool]idem.Outcome{true: idem.InFlight, false: idem.Won}[commit])
+				e.Fatalf(req.Key, "retry: %v, want %v", r.Outcome, map[bool]idem.Outcome{true: idem.InFlight, false: idem.Won}[commit])
 			}
 		})
 	}

@@ -30,40 +30,40 @@ func testCompleteGuardsClaimedRow[TTx any](t *testing.T, b Backend[TTx]) {
 			clk := newClock(t0)
 			e := setup(t, b, idem.Config{Retention: retention, Clock: clk.Now})
 			first := request("guard-1", "old body")
-			txn := e.begin()
-			defer txn.Rollback(e.ctx)
-			stale, err := e.store.Claim(e.ctx, txn.Native(), first)
+			txn := e.Begin()
+			defer txn.Rollback(e.Ctx)
+			stale, err := e.Store.Claim(e.Ctx, txn.Native(), first)
 			if err != nil || stale.Outcome != idem.Won {
-				e.fatalf(first.Key, "first Claim: %+v, %v, want won", stale, err)
+				e.Fatalf(first.Key, "first Claim: %+v, %v, want won", stale, err)
 			}
 			clk.add(retention)
 			next := request("guard-1", tc.takeoverBody)
-			owner, err := e.store.Claim(e.ctx, txn.Native(), next)
+			owner, err := e.Store.Claim(e.Ctx, txn.Native(), next)
 			if err != nil || owner.Outcome != idem.Won {
-				e.fatalf(next.Key, "Claim after the retention: %+v, %v, want won (takeover)", owner, err)
+				e.Fatalf(next.Key, "Claim after the retention: %+v, %v, want won (takeover)", owner, err)
 			}
 			if tc.ownerFirst {
-				if err := owner.Complete(e.ctx, created("owner")); err != nil {
-					e.fatalf(next.Key, "owner's Complete: %v", err)
+				if err := owner.Complete(e.Ctx, created("owner")); err != nil {
+					e.Fatalf(next.Key, "owner's Complete: %v", err)
 				}
 			}
-			if err := stale.Complete(e.ctx, created("stale")); !errors.Is(err, idem.ErrNotClaimed) {
-				e.fatalf(first.Key, "Complete of the superseded claim: %v, want ErrNotClaimed", err)
+			if err := stale.Complete(e.Ctx, created("stale")); !errors.Is(err, idem.ErrNotClaimed) {
+				e.Fatalf(first.Key, "Complete of the superseded claim: %v, want ErrNotClaimed", err)
 			}
 			if !tc.ownerFirst {
-				if err := owner.Complete(e.ctx, created("owner")); err != nil {
-					e.fatalf(next.Key, "owner's Complete: %v", err)
+				if err := owner.Complete(e.Ctx, created("owner")); err != nil {
+					e.Fatalf(next.Key, "owner's Complete: %v", err)
 				}
 			}
-			if err := txn.Commit(e.ctx); err != nil {
-				e.fatalf(next.Key, "Commit: %v", err)
+			if err := txn.Commit(e.Ctx); err != nil {
+				e.Fatalf(next.Key, "Commit: %v", err)
 			}
-			rec, err := e.store.Lookup(e.ctx, next.Scope, next.Key)
+			rec, err := e.Store.Lookup(e.Ctx, next.Scope, next.Key)
 			if err != nil {
-				e.fatalf(next.Key, "Lookup: %v", err)
+				e.Fatalf(next.Key, "Lookup: %v", err)
 			}
 			if !rec.Completed || rec.Fingerprint != next.Fingerprint || string(rec.Response.Body) != "owner" {
-				e.fatalf(next.Key, "stored record: completed %v, body %q; want the owner's response", rec.Completed, rec.Response.Body)
+				e.Fatalf(next.Key, "stored record: completed %v, body %q; want the owner's response", rec.Completed, rec.Response.Body)
 			}
 		})
 	}
@@ -75,27 +75,27 @@ func testCompleteGuardsClaimedRow[TTx any](t *testing.T, b Backend[TTx]) {
 func testInFlightMismatch[TTx any](t *testing.T, b Backend[TTx]) {
 	e := setup(t, b, idem.Config{})
 	req := request("abandoned-2", "first body")
-	txn := e.begin()
-	claim, err := e.store.Claim(e.ctx, txn.Native(), req)
+	txn := e.Begin()
+	claim, err := e.Store.Claim(e.Ctx, txn.Native(), req)
 	if err != nil || claim.Outcome != idem.Won {
-		e.fatalf(req.Key, "Claim: %+v, %v", claim, err)
+		e.Fatalf(req.Key, "Claim: %+v, %v", claim, err)
 	}
-	if err := txn.Commit(e.ctx); err != nil {
-		e.fatalf(req.Key, "Commit: %v", err)
+	if err := txn.Commit(e.Ctx); err != nil {
+		e.Fatalf(req.Key, "Commit: %v", err)
 	}
 	other := request("abandoned-2", "second body")
-	res := e.do(e.store, other, e.work("abandoned-2", created("x")))
+	res := e.do(e.Store, other, e.work("abandoned-2", created("x")))
 	if res.Outcome != idem.Mismatch || res.Committed || res.Record.Completed || res.Record.Fingerprint != req.Fingerprint {
-		e.fatalf(req.Key, "Do with another body on an in-flight record: %+v, want mismatch naming the stored fingerprint", res)
+		e.Fatalf(req.Key, "Do with another body on an in-flight record: %+v, want mismatch naming the stored fingerprint", res)
 	}
-	txn = e.begin()
-	defer txn.Rollback(e.ctx)
-	c, err := e.store.Claim(e.ctx, txn.Native(), other)
+	txn = e.Begin()
+	defer txn.Rollback(e.Ctx)
+	c, err := e.Store.Claim(e.Ctx, txn.Native(), other)
 	if err != nil || c.Outcome != idem.Mismatch {
-		e.fatalf(req.Key, "Claim with another body on an in-flight record: %+v, %v, want mismatch", c, err)
+		e.Fatalf(req.Key, "Claim with another body on an in-flight record: %+v, %v, want mismatch", c, err)
 	}
 	if n := e.effectCount("abandoned-2"); n != 0 {
-		e.fatalf(req.Key, "effects = %d, want 0", n)
+		e.Fatalf(req.Key, "effects = %d, want 0", n)
 	}
 }
 
@@ -104,9 +104,9 @@ func testInFlightMismatch[TTx any](t *testing.T, b Backend[TTx]) {
 // does the work again). Config.StoreStatus changes the rule.
 func testStatusPolicy[TTx any](t *testing.T, b Backend[TTx]) {
 	e := setup(t, b, idem.Config{})
-	storing, err := idem.New(e.driver, idem.Config{Table: e.table, WaitBound: e.store.Config().WaitBound, StoreStatus: func(int) bool { return true }})
+	storing, err := idem.New(e.Driver, idem.Config{Table: e.Table, WaitBound: e.Store.Config().WaitBound, StoreStatus: func(int) bool { return true }})
 	if err != nil {
-		t.Fatalf("[%s] idem.New: %v", e.name, err)
+		t.Fatalf("[%s] idem.New: %v", e.Backend, err)
 	}
 	for _, tc := range []struct {
 		status      int
@@ -130,7 +130,7 @@ func testStatusPolicy[TTx any](t *testing.T, b Backend[TTx]) {
 		{599, true, true},
 		{429, true, true},
 	} {
-		store, label := e.store, fmt.Sprintf("status-%d", tc.status)
+		store, label := e.Store, fmt.Sprintf("status-%d", tc.status)
 		if tc.storeErrors {
 			store, label = storing, label+"-kept"
 		}
@@ -138,22 +138,22 @@ func testStatusPolicy[TTx any](t *testing.T, b Backend[TTx]) {
 		resp := idem.Response{Status: tc.status, Body: []byte(label)}
 		res := e.do(store, req, e.work(label, resp))
 		if res.Outcome != idem.Won || res.Committed != tc.stored || res.Response.Status != tc.status {
-			e.errorf(req.Key, "status %d: %v committed %v, want won, committed %v", tc.status, res.Outcome, res.Committed, tc.stored)
+			e.Errorf(req.Key, "status %d: %v committed %v, want won, committed %v", tc.status, res.Outcome, res.Committed, tc.stored)
 			continue
 		}
-		_, lerr := e.store.Lookup(e.ctx, req.Scope, req.Key)
+		_, lerr := e.Store.Lookup(e.Ctx, req.Scope, req.Key)
 		if tc.stored != (lerr == nil) {
-			e.errorf(req.Key, "status %d: Lookup = %v, want stored=%v", tc.status, lerr, tc.stored)
+			e.Errorf(req.Key, "status %d: Lookup = %v, want stored=%v", tc.status, lerr, tc.stored)
 		}
 		again := e.do(store, req, e.work(label, created("again")))
 		switch {
 		case tc.stored && (again.Outcome != idem.Replay || again.Response.Status != tc.status || string(again.Response.Body) != label):
-			e.errorf(req.Key, "status %d again: %v %d %q, want a replay of it", tc.status, again.Outcome, again.Response.Status, again.Response.Body)
+			e.Errorf(req.Key, "status %d again: %v %d %q, want a replay of it", tc.status, again.Outcome, again.Response.Status, again.Response.Body)
 		case !tc.stored && (again.Outcome != idem.Won || !again.Committed):
-			e.errorf(req.Key, "status %d again: %v, want won (the 5xx was rolled back)", tc.status, again.Outcome)
+			e.Errorf(req.Key, "status %d again: %v, want won (the 5xx was rolled back)", tc.status, again.Outcome)
 		}
 		if n := e.effectCount(label); n != 1 {
-			e.errorf(req.Key, "status %d: effects = %d, want 1", tc.status, n)
+			e.Errorf(req.Key, "status %d: effects = %d, want 1", tc.status, n)
 		}
 	}
 }
@@ -165,26 +165,26 @@ func testStatusPolicy[TTx any](t *testing.T, b Backend[TTx]) {
 func testCompleteFindsNothing[TTx any](t *testing.T, b Backend[TTx]) {
 	e := setup(t, b, idem.Config{})
 	req := request("vanished-1", "x")
-	_, err := e.store.Do(e.ctx, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
+	_, err := e.Store.Do(e.Ctx, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
 		if err := e.effect(ctx, tx, "vanished-1"); err != nil {
 			return idem.Response{}, err
 		}
-		q, err := e.driver.Wrap(tx)
+		q, err := e.Driver.Wrap(tx)
 		if err != nil {
 			return idem.Response{}, err
 		}
-		if _, err := q.Exec(ctx, "DELETE FROM "+e.table); err != nil {
+		if _, err := q.Exec(ctx, "DELETE FROM "+e.Table); err != nil {
 			return idem.Response{}, err
 		}
 		return created("x"), nil
 	})
 	if !errors.Is(err, idem.ErrNotClaimed) {
-		e.fatalf(req.Key, "Do whose record vanished before Complete: %v, want ErrNotClaimed", err)
+		e.Fatalf(req.Key, "Do whose record vanished before Complete: %v, want ErrNotClaimed", err)
 	}
-	if n := e.records() + e.effectCount("vanished-1"); n != 0 {
-		e.fatalf(req.Key, "rows after the failed completion = %d, want 0 (rolled back)", n)
+	if n := e.Records() + e.effectCount("vanished-1"); n != 0 {
+		e.Fatalf(req.Key, "rows after the failed completion = %d, want 0 (rolled back)", n)
 	}
-	if r := e.do(e.store, req, e.work("vanished-1", created("ok"))); r.Outcome != idem.Won || !r.Committed {
-		e.fatalf(req.Key, "Do afterwards: %v, want won", r.Outcome)
+	if r := e.do(e.Store, req, e.work("vanished-1", created("ok"))); r.Outcome != idem.Won || !r.Committed {
+		e.Fatalf(req.Key, "Do afterwards: %v, want won", r.Outcome)
 	}
 }

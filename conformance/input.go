@@ -32,21 +32,21 @@ func testBadRequestInput[TTx any](t *testing.T, b Backend[TTx]) {
 	} {
 		req := idem.Request{Scope: tc.scope, Key: tc.key, Fingerprint: good.Fingerprint}
 		called := false
-		_, err := e.store.Do(e.ctx, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
+		_, err := e.Store.Do(e.Ctx, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
 			called = true
 			return created("x"), nil
 		})
 		if !errors.Is(err, tc.want) {
-			e.errorf(tc.key, "%s: Do returned %v, want %v", tc.name, err, tc.want)
+			e.Errorf(tc.key, "%s: Do returned %v, want %v", tc.name, err, tc.want)
 		}
 		if called {
-			e.errorf(tc.key, "%s: the function ran", tc.name)
+			e.Errorf(tc.key, "%s: the function ran", tc.name)
 		}
-		txn := e.begin()
-		if _, err := e.store.Claim(e.ctx, txn.Native(), req); !errors.Is(err, tc.want) {
-			e.errorf(tc.key, "%s: Claim returned %v, want %v", tc.name, err, tc.want)
+		txn := e.Begin()
+		if _, err := e.Store.Claim(e.Ctx, txn.Native(), req); !errors.Is(err, tc.want) {
+			e.Errorf(tc.key, "%s: Claim returned %v, want %v", tc.name, err, tc.want)
 		}
-		txn.Rollback(e.ctx)
+		txn.Rollback(e.Ctx)
 	}
 	// The longest valid key and scope, with every printable ASCII byte, work.
 	var printable strings.Builder
@@ -58,20 +58,20 @@ func testBadRequestInput[TTx any](t *testing.T, b Backend[TTx]) {
 		Key:         (printable.String() + strings.Repeat("k", 255))[:255],
 		Fingerprint: good.Fingerprint,
 	}
-	if r := e.do(e.store, long, e.work("long", created("x"))); r.Outcome != idem.Won {
-		e.fatalf(long.Key, "longest key and scope: %v, want won", r.Outcome)
+	if r := e.do(e.Store, long, e.work("long", created("x"))); r.Outcome != idem.Won {
+		e.Fatalf(long.Key, "longest key and scope: %v, want won", r.Outcome)
 	}
-	if r := e.do(e.store, long, e.work("long", created("y"))); r.Outcome != idem.Replay {
-		e.fatalf(long.Key, "longest key and scope again: %v, want replay", r.Outcome)
+	if r := e.do(e.Store, long, e.work("long", created("y"))); r.Outcome != idem.Replay {
+		e.Fatalf(long.Key, "longest key and scope again: %v, want replay", r.Outcome)
 	}
 	// Keys are compared byte for byte: another case is another key.
 	upper := long
 	upper.Key = strings.ToUpper(long.Key)
-	if r := e.do(e.store, upper, e.work("long-upper", created("x"))); r.Outcome != idem.Won {
-		e.fatalf(upper.Key, "key differing only in case: %v, want won (keys are byte-exact)", r.Outcome)
+	if r := e.do(e.Store, upper, e.work("long-upper", created("x"))); r.Outcome != idem.Won {
+		e.Fatalf(upper.Key, "key differing only in case: %v, want won (keys are byte-exact)", r.Outcome)
 	}
-	if n := e.records(); n != 2 {
-		e.fatalf(good.Key, "records = %d, want only the 2 valid ones", n)
+	if n := e.Records(); n != 2 {
+		e.Fatalf(good.Key, "records = %d, want only the 2 valid ones", n)
 	}
 }
 
@@ -94,23 +94,23 @@ func testResponseTooLarge[TTx any](t *testing.T, b Backend[TTx]) {
 	const max = 4096
 	e := setup(t, b, idem.Config{MaxBody: max})
 	req := request("big-1", "x")
-	_, err := e.store.Do(e.ctx, req, e.work("big-1", idem.Response{Status: 200, Body: make([]byte, max+1)}))
+	_, err := e.Store.Do(e.Ctx, req, e.work("big-1", idem.Response{Status: 200, Body: make([]byte, max+1)}))
 	if !errors.Is(err, idem.ErrResponseTooLarge) {
-		e.fatalf(req.Key, "body of %d bytes: %v, want ErrResponseTooLarge", max+1, err)
+		e.Fatalf(req.Key, "body of %d bytes: %v, want ErrResponseTooLarge", max+1, err)
 	}
-	if n := e.records() + e.effectCount("big-1"); n != 0 {
-		e.fatalf(req.Key, "rows after a too-large response = %d, want 0 (the effect rolled back)", n)
+	if n := e.Records() + e.effectCount("big-1"); n != 0 {
+		e.Fatalf(req.Key, "rows after a too-large response = %d, want 0 (the effect rolled back)", n)
 	}
 	huge := idem.Response{Status: 200, Header: map[string][]string{"X-Big": {strings.Repeat("h", idem.MaxHeaderBytes)}}}
-	if _, err := e.store.Do(e.ctx, req, e.work("big-1", huge)); !errors.Is(err, idem.ErrResponseTooLarge) {
-		e.fatalf(req.Key, "oversized header: %v, want ErrResponseTooLarge", err)
+	if _, err := e.Store.Do(e.Ctx, req, e.work("big-1", huge)); !errors.Is(err, idem.ErrResponseTooLarge) {
+		e.Fatalf(req.Key, "oversized header: %v, want ErrResponseTooLarge", err)
 	}
-	res := e.do(e.store, req, e.work("big-1", idem.Response{Status: 200, Body: make([]byte, max)}))
+	res := e.do(e.Store, req, e.work("big-1", idem.Response{Status: 200, Body: make([]byte, max)}))
 	if res.Outcome != idem.Won || !res.Committed {
-		e.fatalf(req.Key, "body of exactly %d bytes: %v, want won", max, res.Outcome)
+		e.Fatalf(req.Key, "body of exactly %d bytes: %v, want won", max, res.Outcome)
 	}
-	if r := e.do(e.store, req, e.work("big-1", created("x"))); len(r.Response.Body) != max {
-		e.fatalf(req.Key, "replayed body has %d bytes, want %d", len(r.Response.Body), max)
+	if r := e.do(e.Store, req, e.work("big-1", created("x"))); len(r.Response.Body) != max {
+		e.Fatalf(req.Key, "replayed body has %d bytes, want %d", len(r.Response.Body), max)
 	}
 }
 
@@ -118,58 +118,58 @@ func testInvalidStatus[TTx any](t *testing.T, b Backend[TTx]) {
 	e := setup(t, b, idem.Config{})
 	for _, status := range []int{0, 99, 600, -1} {
 		req := request("status-1", "x")
-		if _, err := e.store.Do(e.ctx, req, e.work("status-1", idem.Response{Status: status})); !errors.Is(err, idem.ErrInvalidResponse) {
-			e.errorf(req.Key, "status %d: %v, want ErrInvalidResponse", status, err)
+		if _, err := e.Store.Do(e.Ctx, req, e.work("status-1", idem.Response{Status: status})); !errors.Is(err, idem.ErrInvalidResponse) {
+			e.Errorf(req.Key, "status %d: %v, want ErrInvalidResponse", status, err)
 		}
 	}
-	if n := e.records() + e.effectCount("status-1"); n != 0 {
-		e.fatalf("status-1", "rows = %d, want 0", n)
+	if n := e.Records() + e.effectCount("status-1"); n != 0 {
+		e.Fatalf("status-1", "rows = %d, want 0", n)
 	}
 }
 
 func testCompleteWithoutWin[TTx any](t *testing.T, b Backend[TTx]) {
 	e := setup(t, b, idem.Config{})
 	req := request("notwon-1", "x")
-	e.do(e.store, req, e.work("notwon-1", created("first")))
-	txn := e.begin()
-	defer txn.Rollback(e.ctx)
-	claim, err := e.store.Claim(e.ctx, txn.Native(), req)
+	e.do(e.Store, req, e.work("notwon-1", created("first")))
+	txn := e.Begin()
+	defer txn.Rollback(e.Ctx)
+	claim, err := e.Store.Claim(e.Ctx, txn.Native(), req)
 	if err != nil || claim.Outcome != idem.Replay {
-		e.fatalf(req.Key, "second Claim: %+v, %v, want replay", claim, err)
+		e.Fatalf(req.Key, "second Claim: %+v, %v, want replay", claim, err)
 	}
-	if err := claim.Complete(e.ctx, created("second")); !errors.Is(err, idem.ErrNotWon) {
-		e.fatalf(req.Key, "Complete after a lost claim: %v, want ErrNotWon", err)
+	if err := claim.Complete(e.Ctx, created("second")); !errors.Is(err, idem.ErrNotWon) {
+		e.Fatalf(req.Key, "Complete after a lost claim: %v, want ErrNotWon", err)
 	}
-	if err := txn.Commit(e.ctx); err != nil {
-		e.fatalf(req.Key, "Commit: %v", err)
+	if err := txn.Commit(e.Ctx); err != nil {
+		e.Fatalf(req.Key, "Commit: %v", err)
 	}
-	rec, err := e.store.Lookup(e.ctx, req.Scope, req.Key)
+	rec, err := e.Store.Lookup(e.Ctx, req.Scope, req.Key)
 	if err != nil || string(rec.Response.Body) != "first" {
-		e.fatalf(req.Key, "stored response %q, %v, want the first", rec.Response.Body, err)
+		e.Fatalf(req.Key, "stored response %q, %v, want the first", rec.Response.Body, err)
 	}
 }
 
 func testCompleteTwice[TTx any](t *testing.T, b Backend[TTx]) {
 	e := setup(t, b, idem.Config{})
 	req := request("twice-1", "x")
-	txn := e.begin()
-	defer txn.Rollback(e.ctx)
-	claim, err := e.store.Claim(e.ctx, txn.Native(), req)
+	txn := e.Begin()
+	defer txn.Rollback(e.Ctx)
+	claim, err := e.Store.Claim(e.Ctx, txn.Native(), req)
 	if err != nil || claim.Outcome != idem.Won {
-		e.fatalf(req.Key, "Claim: %+v, %v", claim, err)
+		e.Fatalf(req.Key, "Claim: %+v, %v", claim, err)
 	}
-	if err := claim.Complete(e.ctx, created("first")); err != nil {
-		e.fatalf(req.Key, "Complete: %v", err)
+	if err := claim.Complete(e.Ctx, created("first")); err != nil {
+		e.Fatalf(req.Key, "Complete: %v", err)
 	}
-	if err := claim.Complete(e.ctx, created("second")); !errors.Is(err, idem.ErrAlreadyCompleted) {
-		e.fatalf(req.Key, "second Complete: %v, want ErrAlreadyCompleted", err)
+	if err := claim.Complete(e.Ctx, created("second")); !errors.Is(err, idem.ErrAlreadyCompleted) {
+		e.Fatalf(req.Key, "second Complete: %v, want ErrAlreadyCompleted", err)
 	}
-	if err := txn.Commit(e.ctx); err != nil {
-		e.fatalf(req.Key, "Commit: %v", err)
+	if err := txn.Commit(e.Ctx); err != nil {
+		e.Fatalf(req.Key, "Commit: %v", err)
 	}
-	rec, err := e.store.Lookup(e.ctx, req.Scope, req.Key)
+	rec, err := e.Store.Lookup(e.Ctx, req.Scope, req.Key)
 	if err != nil || string(rec.Response.Body) != "first" {
-		e.fatalf(req.Key, "stored %q, %v, want the first response", rec.Response.Body, err)
+		e.Fatalf(req.Key, "stored %q, %v, want the first response", rec.Response.Body, err)
 	}
 }
 
@@ -177,11 +177,11 @@ func testNilTx[TTx any](t *testing.T, b Backend[TTx]) {
 	e := setup(t, b, idem.Config{})
 	var zero TTx
 	req := request("niltx-1", "x")
-	if _, err := e.store.Claim(e.ctx, zero, req); !errors.Is(err, idem.ErrBadTx) {
-		e.fatalf(req.Key, "Claim with a nil transaction: %v, want ErrBadTx", err)
+	if _, err := e.Store.Claim(e.Ctx, zero, req); !errors.Is(err, idem.ErrBadTx) {
+		e.Fatalf(req.Key, "Claim with a nil transaction: %v, want ErrBadTx", err)
 	}
-	if n := e.records(); n != 0 {
-		e.fatalf(req.Key, "records = %d, want 0", n)
+	if n := e.Records(); n != 0 {
+		e.Fatalf(req.Key, "records = %d, want 0", n)
 	}
 }
 
@@ -189,31 +189,31 @@ func testFinishedTx[TTx any](t *testing.T, b Backend[TTx]) {
 	e := setup(t, b, idem.Config{})
 	req := request("donetx-1", "x")
 	for _, commit := range []bool{true, false} {
-		txn := e.begin()
+		txn := e.Begin()
 		if commit {
-			if err := txn.Commit(e.ctx); err != nil {
-				e.fatalf(req.Key, "Commit: %v", err)
+			if err := txn.Commit(e.Ctx); err != nil {
+				e.Fatalf(req.Key, "Commit: %v", err)
 			}
-		} else if err := txn.Rollback(e.ctx); err != nil {
-			e.fatalf(req.Key, "Rollback: %v", err)
+		} else if err := txn.Rollback(e.Ctx); err != nil {
+			e.Fatalf(req.Key, "Rollback: %v", err)
 		}
-		if _, err := e.store.Claim(e.ctx, txn.Native(), req); !errors.Is(err, idem.ErrBadTx) || !errors.Is(err, idem.ErrTxDone) {
-			e.fatalf(req.Key, "Claim in a finished transaction (commit=%v): %v, want ErrBadTx and ErrTxDone", commit, err)
+		if _, err := e.Store.Claim(e.Ctx, txn.Native(), req); !errors.Is(err, idem.ErrBadTx) || !errors.Is(err, idem.ErrTxDone) {
+			e.Fatalf(req.Key, "Claim in a finished transaction (commit=%v): %v, want ErrBadTx and ErrTxDone", commit, err)
 		}
 	}
 	// A Complete whose transaction ended is refused too, and stores nothing.
-	txn := e.begin()
-	claim, err := e.store.Claim(e.ctx, txn.Native(), req)
+	txn := e.Begin()
+	claim, err := e.Store.Claim(e.Ctx, txn.Native(), req)
 	if err != nil || claim.Outcome != idem.Won {
-		e.fatalf(req.Key, "Claim: %+v, %v", claim, err)
+		e.Fatalf(req.Key, "Claim: %+v, %v", claim, err)
 	}
-	if err := txn.Rollback(e.ctx); err != nil {
-		e.fatalf(req.Key, "Rollback: %v", err)
+	if err := txn.Rollback(e.Ctx); err != nil {
+		e.Fatalf(req.Key, "Rollback: %v", err)
 	}
-	if err := claim.Complete(e.ctx, created("x")); !errors.Is(err, idem.ErrBadTx) {
-		e.fatalf(req.Key, "Complete after rollback: %v, want ErrBadTx", err)
+	if err := claim.Complete(e.Ctx, created("x")); !errors.Is(err, idem.ErrBadTx) {
+		e.Fatalf(req.Key, "Complete after rollback: %v, want ErrBadTx", err)
 	}
-	if n := e.records(); n != 0 {
-		e.fatalf(req.Key, "records = %d, want 0", n)
+	if n := e.Records(); n != 0 {
+		e.Fatalf(req.Key, "records = %d, want 0", n)
 	}
 }

@@ -3,9 +3,12 @@ package conformance
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
+	"fmt"
 	"net/http"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,38 +40,38 @@ func sameResponse(a, b idem.Response) bool {
 func testFreshClaimAndComplete[TTx any](t *testing.T, b Backend[TTx]) {
 	e := setup(t, b, idem.Config{})
 	req := request("fresh-1", `{"item":88}`)
-	txn := e.begin()
-	defer txn.Rollback(e.ctx)
-	claim, err := e.store.Claim(e.ctx, txn.Native(), req)
+	txn := e.Begin()
+	defer txn.Rollback(e.Ctx)
+	claim, err := e.Store.Claim(e.Ctx, txn.Native(), req)
 	if err != nil {
-		e.fatalf(req.Key, "Claim: %v", err)
+		e.Fatalf(req.Key, "Claim: %v", err)
 	}
 	if claim.Outcome != idem.Won {
-		e.fatalf(req.Key, "fresh claim: outcome %v, want won", claim.Outcome)
+		e.Fatalf(req.Key, "fresh claim: outcome %v, want won", claim.Outcome)
 	}
-	if err := e.effect(e.ctx, txn.Native(), "fresh-1"); err != nil {
-		e.fatalf(req.Key, "effect: %v", err)
+	if err := e.effect(e.Ctx, txn.Native(), "fresh-1"); err != nil {
+		e.Fatalf(req.Key, "effect: %v", err)
 	}
 	resp := created(`{"id":1}`)
-	if err := claim.Complete(e.ctx, resp); err != nil {
-		e.fatalf(req.Key, "Complete: %v", err)
+	if err := claim.Complete(e.Ctx, resp); err != nil {
+		e.Fatalf(req.Key, "Complete: %v", err)
 	}
 	// Before commit, nothing is visible outside the transaction.
-	if _, err := e.store.Lookup(e.ctx, req.Scope, req.Key); !errors.Is(err, idem.ErrNotFound) {
-		e.fatalf(req.Key, "Lookup before commit: %v, want ErrNotFound", err)
+	if _, err := e.Store.Lookup(e.Ctx, req.Scope, req.Key); !errors.Is(err, idem.ErrNotFound) {
+		e.Fatalf(req.Key, "Lookup before commit: %v, want ErrNotFound", err)
 	}
-	if err := txn.Commit(e.ctx); err != nil {
-		e.fatalf(req.Key, "Commit: %v", err)
+	if err := txn.Commit(e.Ctx); err != nil {
+		e.Fatalf(req.Key, "Commit: %v", err)
 	}
-	rec, err := e.store.Lookup(e.ctx, req.Scope, req.Key)
+	rec, err := e.Store.Lookup(e.Ctx, req.Scope, req.Key)
 	if err != nil {
-		e.fatalf(req.Key, "Lookup: %v", err)
+		e.Fatalf(req.Key, "Lookup: %v", err)
 	}
 	if !rec.Completed || !sameResponse(rec.Response, resp) || rec.Fingerprint != req.Fingerprint {
-		e.fatalf(req.Key, "stored record %+v, want completed with %+v", rec, resp)
+		e.Fatalf(req.Key, "stored record %+v, want completed with %+v", rec, resp)
 	}
 	if n := e.effectCount("fresh-1"); n != 1 {
-		e.fatalf(req.Key, "effects = %d, want 1", n)
+		e.Fatalf(req.Key, "effects = %d, want 1", n)
 	}
 }
 
@@ -76,15 +79,15 @@ func testDoWinsAndCommits[TTx any](t *testing.T, b Backend[TTx]) {
 	e := setup(t, b, idem.Config{})
 	req := request("do-1", "a")
 	resp := created("one")
-	res := e.do(e.store, req, e.work("do-1", resp))
+	res := e.do(e.Store, req, e.work("do-1", resp))
 	if res.Outcome != idem.Won || !res.Committed || !sameResponse(res.Response, resp) {
-		e.fatalf(req.Key, "Do: %+v, want won, committed, %+v", res, resp)
+		e.Fatalf(req.Key, "Do: %+v, want won, committed, %+v", res, resp)
 	}
 	if n := e.effectCount("do-1"); n != 1 {
-		e.fatalf(req.Key, "effects = %d, want 1", n)
+		e.Fatalf(req.Key, "effects = %d, want 1", n)
 	}
-	if n := e.records(); n != 1 {
-		e.fatalf(req.Key, "records = %d, want 1", n)
+	if n := e.Records(); n != 1 {
+		e.Fatalf(req.Key, "records = %d, want 1", n)
 	}
 }
 
@@ -105,29 +108,29 @@ func testReplayByteForByte[TTx any](t *testing.T, b Backend[TTx]) {
 		Body: body,
 	}
 	req := request("replay-1", "payload")
-	first := e.do(e.store, req, e.work("replay-1", resp))
+	first := e.do(e.Store, req, e.work("replay-1", resp))
 	if first.Outcome != idem.Won {
-		e.fatalf(req.Key, "first Do: outcome %v", first.Outcome)
+		e.Fatalf(req.Key, "first Do: outcome %v", first.Outcome)
 	}
 	for i := 0; i < 2; i++ {
 		called := false
-		res := e.do(e.store, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
+		res := e.do(e.Store, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
 			called = true
 			return idem.Response{Status: 500}, nil
 		})
 		if called {
-			e.fatalf(req.Key, "replay %d ran the function", i)
+			e.Fatalf(req.Key, "replay %d ran the function", i)
 		}
 		if res.Outcome != idem.Replay || res.Committed {
-			e.fatalf(req.Key, "replay %d: outcome %v committed %v, want replay", i, res.Outcome, res.Committed)
+			e.Fatalf(req.Key, "replay %d: outcome %v committed %v, want replay", i, res.Outcome, res.Committed)
 		}
 		if !sameResponse(res.Response, resp) {
-			e.fatalf(req.Key, "replay %d differs:\n got  %d %v %x\n want %d %v %x", i,
+			e.Fatalf(req.Key, "replay %d differs:\n got  %d %v %x\n want %d %v %x", i,
 				res.Response.Status, res.Response.Header, res.Response.Body, resp.Status, resp.Header, resp.Body)
 		}
 	}
 	if n := e.effectCount("replay-1"); n != 1 {
-		e.fatalf(req.Key, "effects = %d, want 1", n)
+		e.Fatalf(req.Key, "effects = %d, want 1", n)
 	}
 }
 
@@ -135,34 +138,34 @@ func testReplayEmptyBody[TTx any](t *testing.T, b Backend[TTx]) {
 	e := setup(t, b, idem.Config{})
 	req := request("empty-1", "")
 	resp := idem.Response{Status: http.StatusNoContent}
-	e.do(e.store, req, e.work("empty-1", resp))
-	res := e.do(e.store, req, e.work("empty-1", idem.Response{Status: 200, Body: []byte("x")}))
+	e.do(e.Store, req, e.work("empty-1", resp))
+	res := e.do(e.Store, req, e.work("empty-1", idem.Response{Status: 200, Body: []byte("x")}))
 	if res.Outcome != idem.Replay || res.Response.Status != http.StatusNoContent || len(res.Response.Body) != 0 || len(res.Response.Header) != 0 {
-		e.fatalf(req.Key, "replay of empty response: %+v", res)
+		e.Fatalf(req.Key, "replay of empty response: %+v", res)
 	}
 	if res.Response.Body == nil {
-		e.fatalf(req.Key, "replayed empty body is nil, want an empty slice")
+		e.Fatalf(req.Key, "replayed empty body is nil, want an empty slice")
 	}
 }
 
 func testMismatch[TTx any](t *testing.T, b Backend[TTx]) {
 	e := setup(t, b, idem.Config{})
 	req := request("mismatch-1", `{"amount":100}`)
-	e.do(e.store, req, e.work("mismatch-1", created("first")))
+	e.do(e.Store, req, e.work("mismatch-1", created("first")))
 	other := request("mismatch-1", `{"amount":999}`)
-	res := e.do(e.store, other, e.work("mismatch-1", created("second")))
+	res := e.do(e.Store, other, e.work("mismatch-1", created("second")))
 	if res.Outcome != idem.Mismatch || res.Committed {
-		e.fatalf(req.Key, "same key, other body: outcome %v, want mismatch", res.Outcome)
+		e.Fatalf(req.Key, "same key, other body: outcome %v, want mismatch", res.Outcome)
 	}
 	if res.Record.Fingerprint != req.Fingerprint {
-		e.fatalf(req.Key, "mismatch reports fingerprint %x, want the stored %x", res.Record.Fingerprint, req.Fingerprint)
+		e.Fatalf(req.Key, "mismatch reports fingerprint %x, want the stored %x", res.Record.Fingerprint, req.Fingerprint)
 	}
 	if n := e.effectCount("mismatch-1"); n != 1 {
-		e.fatalf(req.Key, "effects = %d, want 1", n)
+		e.Fatalf(req.Key, "effects = %d, want 1", n)
 	}
 	// The original still replays.
-	if res := e.do(e.store, req, e.work("mismatch-1", created("x"))); res.Outcome != idem.Replay || string(res.Response.Body) != "first" {
-		e.fatalf(req.Key, "original after mismatch: %v %q", res.Outcome, res.Response.Body)
+	if res := e.do(e.Store, req, e.work("mismatch-1", created("x"))); res.Outcome != idem.Replay || string(res.Response.Body) != "first" {
+		e.Fatalf(req.Key, "original after mismatch: %v %q", res.Outcome, res.Response.Body)
 	}
 }
 
@@ -172,23 +175,23 @@ func testScopesIsolateKeys[TTx any](t *testing.T, b Backend[TTx]) {
 	a.Scope = "tenant-a POST /orders"
 	c := request("shared-key", "c")
 	c.Scope = "tenant-c POST /orders"
-	ra := e.do(e.store, a, e.work("scope-a", created("for a")))
-	rc := e.do(e.store, c, e.work("scope-c", created("for c")))
+	ra := e.do(e.Store, a, e.work("scope-a", created("for a")))
+	rc := e.do(e.Store, c, e.work("scope-c", created("for c")))
 	if ra.Outcome != idem.Won || rc.Outcome != idem.Won {
-		e.fatalf(a.Key, "two scopes: outcomes %v and %v, want both won", ra.Outcome, rc.Outcome)
+		e.Fatalf(a.Key, "two scopes: outcomes %v and %v, want both won", ra.Outcome, rc.Outcome)
 	}
-	if r := e.do(e.store, a, e.work("scope-a", created("again"))); r.Outcome != idem.Replay || string(r.Response.Body) != "for a" {
-		e.fatalf(a.Key, "scope a replay: %v %q", r.Outcome, r.Response.Body)
+	if r := e.do(e.Store, a, e.work("scope-a", created("again"))); r.Outcome != idem.Replay || string(r.Response.Body) != "for a" {
+		e.Fatalf(a.Key, "scope a replay: %v %q", r.Outcome, r.Response.Body)
 	}
-	if r := e.do(e.store, c, e.work("scope-c", created("again"))); r.Outcome != idem.Replay || string(r.Response.Body) != "for c" {
-		e.fatalf(c.Key, "scope c replay: %v %q", r.Outcome, r.Response.Body)
+	if r := e.do(e.Store, c, e.work("scope-c", created("again"))); r.Outcome != idem.Replay || string(r.Response.Body) != "for c" {
+		e.Fatalf(c.Key, "scope c replay: %v %q", r.Outcome, r.Response.Body)
 	}
-	rec, err := e.store.Lookup(e.ctx, a.Scope, a.Key)
+	rec, err := e.Store.Lookup(e.Ctx, a.Scope, a.Key)
 	if err != nil || string(rec.Response.Body) != "for a" {
-		e.fatalf(a.Key, "Lookup in scope a: %v %q", err, rec.Response.Body)
+		e.Fatalf(a.Key, "Lookup in scope a: %v %q", err, rec.Response.Body)
 	}
 	if e.effectCount("scope-a") != 1 || e.effectCount("scope-c") != 1 {
-		e.fatalf(a.Key, "effects: a=%d c=%d, want 1 each", e.effectCount("scope-a"), e.effectCount("scope-c"))
+		e.Fatalf(a.Key, "effects: a=%d c=%d, want 1 each", e.effectCount("scope-a"), e.effectCount("scope-c"))
 	}
 }
 
@@ -196,30 +199,30 @@ func testFuncErrorRollsBack[TTx any](t *testing.T, b Backend[TTx]) {
 	e := setup(t, b, idem.Config{})
 	req := request("fnerr-1", "x")
 	boom := errors.New("payment provider said no")
-	_, err := e.store.Do(e.ctx, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
+	_, err := e.Store.Do(e.Ctx, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
 		if err := e.effect(ctx, tx, "fnerr-1"); err != nil {
 			return idem.Response{}, err
 		}
 		return idem.Response{}, boom
 	})
 	if err != boom {
-		e.fatalf(req.Key, "Do returned %v, want the function's error unchanged", err)
+		e.Fatalf(req.Key, "Do returned %v, want the function's error unchanged", err)
 	}
-	if _, err := e.store.Lookup(e.ctx, req.Scope, req.Key); !errors.Is(err, idem.ErrNotFound) {
-		e.fatalf(req.Key, "after function error, Lookup: %v, want ErrNotFound", err)
+	if _, err := e.Store.Lookup(e.Ctx, req.Scope, req.Key); !errors.Is(err, idem.ErrNotFound) {
+		e.Fatalf(req.Key, "after function error, Lookup: %v, want ErrNotFound", err)
 	}
-	if n := e.records(); n != 0 {
-		e.fatalf(req.Key, "records = %d after rollback, want 0", n)
+	if n := e.Records(); n != 0 {
+		e.Fatalf(req.Key, "records = %d after rollback, want 0", n)
 	}
 	if n := e.effectCount("fnerr-1"); n != 0 {
-		e.fatalf(req.Key, "effects = %d after rollback, want 0", n)
+		e.Fatalf(req.Key, "effects = %d after rollback, want 0", n)
 	}
-	res := e.do(e.store, req, e.work("fnerr-1", created("ok")))
+	res := e.do(e.Store, req, e.work("fnerr-1", created("ok")))
 	if res.Outcome != idem.Won || !res.Committed {
-		e.fatalf(req.Key, "claim after rollback: %v, want won", res.Outcome)
+		e.Fatalf(req.Key, "claim after rollback: %v, want won", res.Outcome)
 	}
 	if n := e.effectCount("fnerr-1"); n != 1 {
-		e.fatalf(req.Key, "effects = %d, want 1", n)
+		e.Fatalf(req.Key, "effects = %d, want 1", n)
 	}
 }
 
@@ -229,96 +232,96 @@ func testPanicRollsBack[TTx any](t *testing.T, b Backend[TTx]) {
 	func() {
 		defer func() {
 			if r := recover(); r != "handler bug" {
-				e.fatalf(req.Key, "recovered %v, want the function's panic", r)
+				e.Fatalf(req.Key, "recovered %v, want the function's panic", r)
 			}
 		}()
-		_, _ = e.store.Do(e.ctx, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
+		_, _ = e.Store.Do(e.Ctx, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
 			if err := e.effect(ctx, tx, "panic-1"); err != nil {
 				return idem.Response{}, err
 			}
 			panic("handler bug")
 		})
 	}()
-	if n := e.records() + e.effectCount("panic-1"); n != 0 {
-		e.fatalf(req.Key, "rows after panic = %d, want 0", n)
+	if n := e.Records() + e.effectCount("panic-1"); n != 0 {
+		e.Fatalf(req.Key, "rows after panic = %d, want 0", n)
 	}
-	if res := e.do(e.store, req, e.work("panic-1", created("ok"))); res.Outcome != idem.Won {
-		e.fatalf(req.Key, "claim after panic: %v, want won", res.Outcome)
+	if res := e.do(e.Store, req, e.work("panic-1", created("ok"))); res.Outcome != idem.Won {
+		e.Fatalf(req.Key, "claim after panic: %v, want won", res.Outcome)
 	}
 }
 
 func testServerErrorNotStored[TTx any](t *testing.T, b Backend[TTx]) {
 	e := setup(t, b, idem.Config{})
 	req := request("5xx-1", "x")
-	res := e.do(e.store, req, e.work("5xx-1", idem.Response{Status: 503, Body: []byte("try later")}))
+	res := e.do(e.Store, req, e.work("5xx-1", idem.Response{Status: 503, Body: []byte("try later")}))
 	if res.Outcome != idem.Won || res.Committed || res.Response.Status != 503 {
-		e.fatalf(req.Key, "5xx: %+v, want won, not committed, 503", res)
+		e.Fatalf(req.Key, "5xx: %+v, want won, not committed, 503", res)
 	}
-	if n := e.records() + e.effectCount("5xx-1"); n != 0 {
-		e.fatalf(req.Key, "rows after 5xx = %d, want 0 (rolled back)", n)
+	if n := e.Records() + e.effectCount("5xx-1"); n != 0 {
+		e.Fatalf(req.Key, "rows after 5xx = %d, want 0 (rolled back)", n)
 	}
-	res = e.do(e.store, req, e.work("5xx-1", created("done")))
+	res = e.do(e.Store, req, e.work("5xx-1", created("done")))
 	if res.Outcome != idem.Won || !res.Committed {
-		e.fatalf(req.Key, "retry after 5xx: %v, want won", res.Outcome)
+		e.Fatalf(req.Key, "retry after 5xx: %v, want won", res.Outcome)
 	}
 }
 
 func testServerErrorStoredByPolicy[TTx any](t *testing.T, b Backend[TTx]) {
 	e := setup(t, b, idem.Config{StoreStatus: func(int) bool { return true }})
 	req := request("5xx-2", "x")
-	res := e.do(e.store, req, e.work("5xx-2", idem.Response{Status: 500, Body: []byte("kept")}))
+	res := e.do(e.Store, req, e.work("5xx-2", idem.Response{Status: 500, Body: []byte("kept")}))
 	if !res.Committed {
-		e.fatalf(req.Key, "5xx with StoreStatus storing everything: not committed")
+		e.Fatalf(req.Key, "5xx with StoreStatus storing everything: not committed")
 	}
-	res = e.do(e.store, req, e.work("5xx-2", created("other")))
+	res = e.do(e.Store, req, e.work("5xx-2", created("other")))
 	if res.Outcome != idem.Replay || res.Response.Status != 500 || string(res.Response.Body) != "kept" {
-		e.fatalf(req.Key, "replay of stored 5xx: %v %d %q", res.Outcome, res.Response.Status, res.Response.Body)
+		e.Fatalf(req.Key, "replay of stored 5xx: %v %d %q", res.Outcome, res.Response.Status, res.Response.Body)
 	}
 }
 
 func testAbandonedClaim[TTx any](t *testing.T, b Backend[TTx]) {
 	e := setup(t, b, idem.Config{})
 	req := request("abandoned-1", "x")
-	txn := e.begin()
-	claim, err := e.store.Claim(e.ctx, txn.Native(), req)
+	txn := e.Begin()
+	claim, err := e.Store.Claim(e.Ctx, txn.Native(), req)
 	if err != nil || claim.Outcome != idem.Won {
-		e.fatalf(req.Key, "Claim: %v %v", claim, err)
+		e.Fatalf(req.Key, "Claim: %v %v", claim, err)
 	}
-	if err := txn.Commit(e.ctx); err != nil { // a caller bug: committed without Complete
-		e.fatalf(req.Key, "Commit: %v", err)
+	if err := txn.Commit(e.Ctx); err != nil { // a caller bug: committed without Complete
+		e.Fatalf(req.Key, "Commit: %v", err)
 	}
-	res := e.do(e.store, req, e.work("abandoned-1", created("x")))
+	res := e.do(e.Store, req, e.work("abandoned-1", created("x")))
 	if res.Outcome != idem.InFlight || res.Record.Completed || res.Record.Key != req.Key {
-		e.fatalf(req.Key, "claim of a committed in-flight record: %+v, want in-flight", res)
+		e.Fatalf(req.Key, "claim of a committed in-flight record: %+v, want in-flight", res)
 	}
 	if n := e.effectCount("abandoned-1"); n != 0 {
-		e.fatalf(req.Key, "effects = %d, want 0", n)
+		e.Fatalf(req.Key, "effects = %d, want 0", n)
 	}
 }
 
 func testLookup[TTx any](t *testing.T, b Backend[TTx]) {
 	e := setup(t, b, idem.Config{})
 	req := request("lookup-1", "x")
-	if _, err := e.store.Lookup(e.ctx, req.Scope, req.Key); !errors.Is(err, idem.ErrNotFound) {
-		e.fatalf(req.Key, "Lookup of unknown key: %v, want ErrNotFound", err)
+	if _, err := e.Store.Lookup(e.Ctx, req.Scope, req.Key); !errors.Is(err, idem.ErrNotFound) {
+		e.Fatalf(req.Key, "Lookup of unknown key: %v, want ErrNotFound", err)
 	}
 	resp := created("looked up")
-	e.do(e.store, req, e.work("lookup-1", resp))
-	rec, err := e.store.Lookup(e.ctx, req.Scope, req.Key)
+	e.do(e.Store, req, e.work("lookup-1", resp))
+	rec, err := e.Store.Lookup(e.Ctx, req.Scope, req.Key)
 	if err != nil {
-		e.fatalf(req.Key, "Lookup: %v", err)
+		e.Fatalf(req.Key, "Lookup: %v", err)
 	}
 	if rec.Scope != req.Scope || rec.Key != req.Key || !rec.Completed || !sameResponse(rec.Response, resp) {
-		e.fatalf(req.Key, "Lookup: %+v", rec)
+		e.Fatalf(req.Key, "Lookup: %+v", rec)
 	}
 	if !rec.ExpiresAt.After(rec.CreatedAt) {
-		e.fatalf(req.Key, "Lookup: expires %v not after created %v", rec.ExpiresAt, rec.CreatedAt)
+		e.Fatalf(req.Key, "Lookup: expires %v not after created %v", rec.ExpiresAt, rec.CreatedAt)
 	}
-	if _, err := e.store.Lookup(e.ctx, "other scope", req.Key); !errors.Is(err, idem.ErrNotFound) {
-		e.fatalf(req.Key, "Lookup in another scope: %v, want ErrNotFound", err)
+	if _, err := e.Store.Lookup(e.Ctx, "other scope", req.Key); !errors.Is(err, idem.ErrNotFound) {
+		e.Fatalf(req.Key, "Lookup in another scope: %v, want ErrNotFound", err)
 	}
-	if _, err := e.store.Lookup(e.ctx, req.Scope, ""); !errors.Is(err, idem.ErrInvalidKey) {
-		e.fatalf(req.Key, "Lookup with empty key: %v, want ErrInvalidKey", err)
+	if _, err := e.Store.Lookup(e.Ctx, req.Scope, ""); !errors.Is(err, idem.ErrInvalidKey) {
+		e.Fatalf(req.Key, "Lookup with empty key: %v, want ErrInvalidKey", err)
 	}
 }
 
@@ -328,41 +331,97 @@ func testDatabaseClock[TTx any](t *testing.T, b Backend[TTx]) {
 	req := request("dbclock-1", "x")
 	before := time.Now()
 	// In flight, the record expires the retention after its claim.
-	txn := e.begin()
-	defer txn.Rollback(e.ctx)
-	claim, err := e.store.Claim(e.ctx, txn.Native(), req)
+	txn := e.Begin()
+	defer txn.Rollback(e.Ctx)
+	claim, err := e.Store.Claim(e.Ctx, txn.Native(), req)
 	if err != nil || claim.Outcome != idem.Won {
-		e.fatalf(req.Key, "Claim: %+v, %v", claim, err)
+		e.Fatalf(req.Key, "Claim: %+v, %v", claim, err)
 	}
-	if err := txn.Commit(e.ctx); err != nil {
-		e.fatalf(req.Key, "Commit of the claim: %v", err)
+	if err := txn.Commit(e.Ctx); err != nil {
+		e.Fatalf(req.Key, "Commit of the claim: %v", err)
 	}
 	inFlight := e.rawRecord(req)
 	// The database runs on this machine's clock (containers share the kernel's).
 	if d := inFlight.CreatedAt.Sub(before); d < -5*time.Second || d > time.Minute {
-		e.fatalf(req.Key, "created_at %v is %v from the test's clock", inFlight.CreatedAt, d)
+		e.Fatalf(req.Key, "created_at %v is %v from the test's clock", inFlight.CreatedAt, d)
 	}
 	if got := inFlight.ExpiresAt.Sub(inFlight.CreatedAt); got != retention {
-		e.fatalf(req.Key, "in flight: expires - created = %v, want the retention %v", got, retention)
+		e.Fatalf(req.Key, "in flight: expires - created = %v, want the retention %v", got, retention)
 	}
 	// Completed, the retention counts from the completion: a little later.
 	other := request("dbclock-2", "x")
-	e.do(e.store, other, e.work("dbclock-2", created("x")))
-	done, err := e.store.Lookup(e.ctx, other.Scope, other.Key)
+	e.do(e.Store, other, e.work("dbclock-2", created("x")))
+	done, err := e.Store.Lookup(e.Ctx, other.Scope, other.Key)
 	if err != nil {
-		e.fatalf(other.Key, "Lookup: %v", err)
+		e.Fatalf(other.Key, "Lookup: %v", err)
 	}
 	if got := done.ExpiresAt.Sub(done.CreatedAt); got < retention || got > retention+time.Minute {
-		e.fatalf(other.Key, "completed: expires - created = %v, want the retention %v plus the time the work took", got, retention)
+		e.Fatalf(other.Key, "completed: expires - created = %v, want the retention %v plus the time the work took", got, retention)
 	}
 }
 
 // rawRecord reads a record, in flight or not, through the store's Lookup.
 func (e *env[TTx]) rawRecord(req idem.Request) idem.Record {
-	e.t.Helper()
-	rec, err := e.store.Lookup(e.ctx, req.Scope, req.Key)
+	e.T.Helper()
+	rec, err := e.Store.Lookup(e.Ctx, req.Scope, req.Key)
 	if err != nil {
-		e.fatalf(req.Key, "Lookup: %v", err)
+		e.Fatalf(req.Key, "Lookup: %v", err)
 	}
 	return rec
+}
+
+// testLookupInTransaction: LookupTx reads in the caller's transaction: it
+// sees a claim the transaction itself made, and a record committed before.
+func testLookupInTransaction[TTx any](t *testing.T, b Backend[TTx]) {
+	e := setup(t, b, idem.Config{})
+	done := request("lookup-tx-done", "x")
+	e.do(e.Store, done, e.work("lookup-tx-done", created("stored")))
+	mine := request("lookup-tx-mine", "x")
+	tx := e.Begin()
+	defer tx.Rollback(e.Ctx)
+	if c, err := e.Store.Claim(e.Ctx, tx.Native(), mine); err != nil || c.Outcome != idem.Won {
+		e.Fatalf(mine.Key, "Claim: %+v, %v", c, err)
+	}
+	rec, err := e.Store.LookupTx(e.Ctx, tx.Native(), mine.Scope, mine.Key)
+	if err != nil || rec.Completed || rec.Fingerprint != mine.Fingerprint {
+		e.Fatalf(mine.Key, "LookupTx of the transaction's own claim: %+v, %v, want it pending", rec, err)
+	}
+	rec, err = e.Store.LookupTx(e.Ctx, tx.Native(), done.Scope, done.Key)
+	if err != nil || !rec.Completed || string(rec.Response.Body) != "stored" {
+		e.Fatalf(done.Key, "LookupTx of a committed record: %+v, %v", rec, err)
+	}
+	if _, err := e.Store.LookupTx(e.Ctx, tx.Native(), done.Scope, "absent"); !errors.Is(err, idem.ErrNotFound) {
+		e.Fatalf("absent", "LookupTx of an absent key: %v, want ErrNotFound", err)
+	}
+	var zero TTx
+	if _, err := e.Store.LookupTx(e.Ctx, zero, done.Scope, done.Key); !errors.Is(err, idem.ErrBadTx) {
+		e.Fatalf(done.Key, "LookupTx with a nil transaction: %v, want ErrBadTx", err)
+	}
+}
+
+// testPerCallIsolation: one store serves calls at every isolation level:
+// a race of callers asking for SERIALIZABLE (whatever the driver's default)
+// still has exactly one winner and replays.
+func testPerCallIsolation[TTx any](t *testing.T, b Backend[TTx]) {
+	e := setup(t, b, idem.Config{MaxAttempts: 40})
+	req := request("per-call-serializable", "x")
+	results := make([]outcome, 8)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range results {
+		wg.Go(func() {
+			<-start
+			res, err := e.Store.Do(e.Ctx, req, e.work(req.Key, created(fmt.Sprintf("winner-%d", i))), idem.Isolation(sql.LevelSerializable))
+			results[i] = outcome{res: res, err: err}
+		})
+	}
+	close(start)
+	wg.Wait()
+	e.oneWinner(req.Key, results)
+	if n := e.effectCount(req.Key); n != 1 {
+		e.Fatalf(req.Key, "effects = %d, want 1", n)
+	}
+	if r := e.do(e.Store, req, e.work(req.Key, created("late")), idem.Isolation(sql.LevelReadCommitted)); r.Outcome != idem.Replay {
+		e.Fatalf(req.Key, "a READ COMMITTED call after the race: %v, want replay", r.Outcome)
+	}
 }

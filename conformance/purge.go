@@ -26,20 +26,20 @@ func testPurgeBatchSizes[TTx any](t *testing.T, b Backend[TTx]) {
 			clk := newClock(t0)
 			e := setup(t, b, idem.Config{Retention: retention, Clock: clk.Now, PurgeBatch: tc.batch})
 			for i := range tc.expired {
-				e.do(e.store, request(keyN("old", i), "x"), e.work("batch-old", created("old")))
+				e.do(e.Store, request(keyN("old", i), "x"), e.work("batch-old", created("old")))
 			}
 			clk.add(retention)
 			live := request("live", "x")
-			e.do(e.store, live, e.work("batch-live", created("live")))
-			res, err := e.store.Purge(e.ctx)
+			e.do(e.Store, live, e.work("batch-live", created("live")))
+			res, err := e.Store.Purge(e.Ctx)
 			if err != nil {
-				e.fatalf("old-*", "Purge: %v", err)
+				e.Fatalf("old-*", "Purge: %v", err)
 			}
 			if res.Deleted != int64(tc.expired) || res.Batches != tc.wantBatches {
-				e.fatalf("old-*", "Purge = %+v, want %d deleted in %d batches of at most %d", res, tc.expired, tc.wantBatches, tc.batch)
+				e.Fatalf("old-*", "Purge = %+v, want %d deleted in %d batches of at most %d", res, tc.expired, tc.wantBatches, tc.batch)
 			}
-			if n := e.records(); n != 1 {
-				e.fatalf(live.Key, "records after purge = %d, want only the live one", n)
+			if n := e.Records(); n != 1 {
+				e.Fatalf(live.Key, "records after purge = %d, want only the live one", n)
 			}
 		})
 	}
@@ -54,9 +54,9 @@ func testPurgeBesideTakeover[TTx any](t *testing.T, b Backend[TTx]) {
 	clk := newClock(t0)
 	e := setup(t, b, idem.Config{Retention: retention, Clock: clk.Now})
 	old := request("taken-over", "old body")
-	e.do(e.store, old, e.work("purge-old", created("old")))
+	e.do(e.Store, old, e.work("purge-old", created("old")))
 	for i := range stale {
-		e.do(e.store, request(keyN("stale", i), "x"), e.work("purge-stale", created("stale")))
+		e.do(e.Store, request(keyN("stale", i), "x"), e.work("purge-stale", created("stale")))
 	}
 	clk.add(retention) // everything has expired
 
@@ -68,12 +68,12 @@ func testPurgeBesideTakeover[TTx any](t *testing.T, b Backend[TTx]) {
 	}
 	ch := make(chan purged, 1)
 	go func() {
-		res, err := e.store.Purge(e.ctx)
+		res, err := e.Store.Purge(e.Ctx)
 		ch <- purged{res, err}
 	}()
 	// With row locks, purge skips the held row and returns without waiting
 	// for the claim; with a database write lock (SQLite) it can only wait.
-	skips := !e.driver.Dialect().Capabilities().DatabaseWriteLock
+	skips := !e.Driver.Dialect().Capabilities().DatabaseWriteLock
 	wait := 300 * time.Millisecond
 	if skips {
 		wait = 20 * time.Second
@@ -83,31 +83,31 @@ func testPurgeBesideTakeover[TTx any](t *testing.T, b Backend[TTx]) {
 	case p = <-ch:
 	case <-time.After(wait):
 		if skips {
-			e.fatalf(next.Key, "Purge waited for the claim holding an expired row; it must skip rows other transactions hold")
+			e.Fatalf(next.Key, "Purge waited for the claim holding an expired row; it must skip rows other transactions hold")
 		}
 	}
-	if err := claim.Complete(e.ctx, created("new")); err != nil {
-		e.fatalf(next.Key, "Complete: %v", err)
+	if err := claim.Complete(e.Ctx, created("new")); err != nil {
+		e.Fatalf(next.Key, "Complete: %v", err)
 	}
 	finish(true)
 	if p == (purged{}) {
 		select {
 		case p = <-ch:
 		case <-time.After(time.Minute):
-			e.fatalf(next.Key, "Purge did not return after the takeover committed")
+			e.Fatalf(next.Key, "Purge did not return after the takeover committed")
 		}
 	}
 	if p.err != nil || p.res.Deleted != stale {
-		e.fatalf(next.Key, "Purge beside the takeover: %+v, %v, want the %d other expired records deleted", p.res, p.err, stale)
+		e.Fatalf(next.Key, "Purge beside the takeover: %+v, %v, want the %d other expired records deleted", p.res, p.err, stale)
 	}
-	rec, err := e.store.Lookup(e.ctx, next.Scope, next.Key)
+	rec, err := e.Store.Lookup(e.Ctx, next.Scope, next.Key)
 	if err != nil || !rec.Completed || rec.Fingerprint != next.Fingerprint || string(rec.Response.Body) != "new" {
-		e.fatalf(next.Key, "taken-over record after purge: %+v, %v, want the new response", rec, err)
+		e.Fatalf(next.Key, "taken-over record after purge: %+v, %v, want the new response", rec, err)
 	}
-	if n := e.records(); n != 1 {
-		e.fatalf(next.Key, "records = %d, want only the taken-over one", n)
+	if n := e.Records(); n != 1 {
+		e.Fatalf(next.Key, "records = %d, want only the taken-over one", n)
 	}
 	if n := e.effectCount("purge-new"); n != 1 {
-		e.fatalf(next.Key, "effects = %d, want 1", n)
+		e.Fatalf(next.Key, "effects = %d, want 1", n)
 	}
 }

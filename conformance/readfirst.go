@@ -14,33 +14,33 @@ func testReadFirstSettledKeys[TTx any](t *testing.T, b Backend[TTx]) {
 	clk := newClock(t0)
 	e := setup(t, b, idem.Config{ReadFirst: true, Retention: retention, Clock: clk.Now})
 	req := request("rf-1", "body")
-	first := e.do(e.store, req, e.work("rf-1", created("first")))
+	first := e.do(e.Store, req, e.work("rf-1", created("first")))
 	if first.Outcome != idem.Won || !first.Committed {
-		e.fatalf(req.Key, "first Do: %+v, want won and committed", first)
+		e.Fatalf(req.Key, "first Do: %+v, want won and committed", first)
 	}
 	for _, c := range []struct {
 		req  idem.Request
 		want idem.Outcome
 	}{{req, idem.Replay}, {request("rf-1", "other body"), idem.Mismatch}, {req, idem.Replay}} {
-		res := e.do(e.store, c.req, e.work("rf-1", created("again")))
+		res := e.do(e.Store, c.req, e.work("rf-1", created("again")))
 		if res.Outcome != c.want || res.Committed {
-			e.fatalf(req.Key, "Do: %v committed %v, want %v", res.Outcome, res.Committed, c.want)
+			e.Fatalf(req.Key, "Do: %v committed %v, want %v", res.Outcome, res.Committed, c.want)
 		}
 		if c.want == idem.Replay && !sameResponse(res.Response, created("first")) {
-			e.fatalf(req.Key, "replayed %d %q, want the first response", res.Response.Status, res.Response.Body)
+			e.Fatalf(req.Key, "replayed %d %q, want the first response", res.Response.Status, res.Response.Body)
 		}
 	}
 	if n := e.effectCount("rf-1"); n != 1 {
-		e.fatalf(req.Key, "effects = %d, want 1", n)
+		e.Fatalf(req.Key, "effects = %d, want 1", n)
 	}
 
 	clk.add(retention)
-	res := e.do(e.store, request("rf-1", "other body"), e.work("rf-1", created("second")))
+	res := e.do(e.Store, request("rf-1", "other body"), e.work("rf-1", created("second")))
 	if res.Outcome != idem.Won || !res.Committed {
-		e.fatalf(req.Key, "Do after retention: %v, want won (takeover)", res.Outcome)
+		e.Fatalf(req.Key, "Do after retention: %v, want won (takeover)", res.Outcome)
 	}
 	if n := e.effectCount("rf-1"); n != 2 {
-		e.fatalf(req.Key, "effects = %d, want 2", n)
+		e.Fatalf(req.Key, "effects = %d, want 2", n)
 	}
 }
 
@@ -57,6 +57,6 @@ func testReadFirstOpenKeys[TTx any](t *testing.T, b Backend[TTx]) {
 	results := e.race(n, race, func(i int) idem.Func[TTx] { return e.work("rf-race", created(fmt.Sprintf("winner-%d", i))) })
 	e.oneWinner(race.Key, results)
 	if c := e.effectCount("rf-race"); c != 1 {
-		e.fatalf(race.Key, "effects = %d, want exactly 1", c)
+		e.Fatalf(race.Key, "effects = %d, want exactly 1", c)
 	}
 }

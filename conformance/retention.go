@@ -14,30 +14,30 @@ func testRetentionTakeover[TTx any](t *testing.T, b Backend[TTx]) {
 	clk := newClock(t0)
 	e := setup(t, b, idem.Config{Retention: retention, Clock: clk.Now})
 	req := request("expire-1", "old body")
-	e.do(e.store, req, e.work("expire-1", created("old")))
+	e.do(e.Store, req, e.work("expire-1", created("old")))
 
 	clk.add(retention) // expires_at <= now: expired
 	next := request("expire-1", "new body")
-	res := e.do(e.store, next, e.work("expire-1", created("new")))
+	res := e.do(e.Store, next, e.work("expire-1", created("new")))
 	if res.Outcome != idem.Won || !res.Committed {
-		e.fatalf(req.Key, "claim after retention: %v, want won (takeover)", res.Outcome)
+		e.Fatalf(req.Key, "claim after retention: %v, want won (takeover)", res.Outcome)
 	}
-	rec, err := e.store.Lookup(e.ctx, req.Scope, req.Key)
+	rec, err := e.Store.Lookup(e.Ctx, req.Scope, req.Key)
 	if err != nil {
-		e.fatalf(req.Key, "Lookup: %v", err)
+		e.Fatalf(req.Key, "Lookup: %v", err)
 	}
 	if rec.Fingerprint != next.Fingerprint || string(rec.Response.Body) != "new" {
-		e.fatalf(req.Key, "after takeover the record holds %q, want the new response", rec.Response.Body)
+		e.Fatalf(req.Key, "after takeover the record holds %q, want the new response", rec.Response.Body)
 	}
 	if !rec.CreatedAt.Equal(clk.Now()) || !rec.ExpiresAt.Equal(clk.Now().Add(retention)) {
-		e.fatalf(req.Key, "after takeover: created %v expires %v, want %v and %v",
+		e.Fatalf(req.Key, "after takeover: created %v expires %v, want %v and %v",
 			rec.CreatedAt, rec.ExpiresAt, clk.Now(), clk.Now().Add(retention))
 	}
 	if n := e.effectCount("expire-1"); n != 2 {
-		e.fatalf(req.Key, "effects = %d, want 2 (the window passed, so the work ran again)", n)
+		e.Fatalf(req.Key, "effects = %d, want 2 (the window passed, so the work ran again)", n)
 	}
-	if n := e.records(); n != 1 {
-		e.fatalf(req.Key, "records = %d, want 1", n)
+	if n := e.Records(); n != 1 {
+		e.Fatalf(req.Key, "records = %d, want 1", n)
 	}
 }
 
@@ -45,21 +45,21 @@ func testLiveKeyNeverTakenOver[TTx any](t *testing.T, b Backend[TTx]) {
 	clk := newClock(t0)
 	e := setup(t, b, idem.Config{Retention: retention, Clock: clk.Now})
 	req := request("live-1", "body")
-	e.do(e.store, req, e.work("live-1", created("kept")))
+	e.do(e.Store, req, e.work("live-1", created("kept")))
 
 	clk.add(retention - time.Microsecond) // one microsecond before expiry
-	if r := e.do(e.store, request("live-1", "other"), e.work("live-1", created("x"))); r.Outcome != idem.Mismatch {
-		e.fatalf(req.Key, "other body just before expiry: %v, want mismatch", r.Outcome)
+	if r := e.do(e.Store, request("live-1", "other"), e.work("live-1", created("x"))); r.Outcome != idem.Mismatch {
+		e.Fatalf(req.Key, "other body just before expiry: %v, want mismatch", r.Outcome)
 	}
-	if r := e.do(e.store, req, e.work("live-1", created("x"))); r.Outcome != idem.Replay || string(r.Response.Body) != "kept" {
-		e.fatalf(req.Key, "same body just before expiry: %v, want replay", r.Outcome)
+	if r := e.do(e.Store, req, e.work("live-1", created("x"))); r.Outcome != idem.Replay || string(r.Response.Body) != "kept" {
+		e.Fatalf(req.Key, "same body just before expiry: %v, want replay", r.Outcome)
 	}
 	if n := e.effectCount("live-1"); n != 1 {
-		e.fatalf(req.Key, "effects = %d, want 1", n)
+		e.Fatalf(req.Key, "effects = %d, want 1", n)
 	}
 	clk.add(time.Microsecond)
-	if _, err := e.store.Lookup(e.ctx, req.Scope, req.Key); err == nil {
-		e.fatalf(req.Key, "Lookup found the record at its expiry instant")
+	if _, err := e.Store.Lookup(e.Ctx, req.Scope, req.Key); err == nil {
+		e.Fatalf(req.Key, "Lookup found the record at its expiry instant")
 	}
 }
 
@@ -68,14 +68,14 @@ func testConcurrentTakeover[TTx any](t *testing.T, b Backend[TTx]) {
 	clk := newClock(t0)
 	e := setup(t, b, idem.Config{Retention: retention, Clock: clk.Now, MaxAttempts: 40})
 	req := request("takeover-1", "old")
-	e.do(e.store, req, e.work("takeover-old", created("old")))
+	e.do(e.Store, req, e.work("takeover-old", created("old")))
 	clk.add(2 * retention)
 
 	next := request("takeover-1", "new")
 	results := e.race(n, next, func(int) idem.Func[TTx] { return e.work("takeover-new", created("new")) })
 	e.oneWinner(req.Key, results)
 	if c := e.effectCount("takeover-new"); c != 1 {
-		e.fatalf(req.Key, "effects after takeover = %d, want 1", c)
+		e.Fatalf(req.Key, "effects after takeover = %d, want 1", c)
 	}
 }
 
@@ -84,11 +84,11 @@ func testPurgeWhileClaiming[TTx any](t *testing.T, b Backend[TTx]) {
 	clk := newClock(t0)
 	e := setup(t, b, idem.Config{Retention: retention, Clock: clk.Now, PurgeBatch: batch, MaxAttempts: 20})
 	for i := range expired {
-		e.do(e.store, request(keyN("old", i), "x"), e.work("purge-old", created("old")))
+		e.do(e.Store, request(keyN("old", i), "x"), e.work("purge-old", created("old")))
 	}
 	clk.add(retention / 2)
 	for i := range live {
-		e.do(e.store, request(keyN("live", i), "x"), e.work("purge-live", created("live")))
+		e.do(e.Store, request(keyN("live", i), "x"), e.work("purge-live", created("live")))
 	}
 	clk.add(retention / 2) // the first 30 have expired, the last 5 have not
 
@@ -98,36 +98,36 @@ func testPurgeWhileClaiming[TTx any](t *testing.T, b Backend[TTx]) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := e.store.Do(e.ctx, request(keyN("new", i), "x"), e.work("purge-new", created("new"))); err != nil {
+			if _, err := e.Store.Do(e.Ctx, request(keyN("new", i), "x"), e.work("purge-new", created("new"))); err != nil {
 				errs <- err
 			}
 		}()
 	}
-	res, err := e.store.Purge(e.ctx)
+	res, err := e.Store.Purge(e.Ctx)
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		e.errorf("new-*", "claim during purge: %v", err)
+		e.Errorf("new-*", "claim during purge: %v", err)
 	}
 	if err != nil {
-		e.fatalf("old-*", "Purge: %v", err)
+		e.Fatalf("old-*", "Purge: %v", err)
 	}
 	if res.Deleted != expired {
-		e.fatalf("old-*", "Purge deleted %d, want %d", res.Deleted, expired)
+		e.Fatalf("old-*", "Purge deleted %d, want %d", res.Deleted, expired)
 	}
 	if res.Batches < (expired+batch-1)/batch {
-		e.fatalf("old-*", "Purge ran %d batches of at most %d, want at least %d", res.Batches, batch, (expired+batch-1)/batch)
+		e.Fatalf("old-*", "Purge ran %d batches of at most %d, want at least %d", res.Batches, batch, (expired+batch-1)/batch)
 	}
-	if n := e.records(); n != live+claims {
-		e.fatalf("old-*", "records after purge = %d, want %d live", n, live+claims)
+	if n := e.Records(); n != live+claims {
+		e.Fatalf("old-*", "records after purge = %d, want %d live", n, live+claims)
 	}
 	for i := range live {
-		if _, err := e.store.Lookup(e.ctx, request(keyN("live", i), "").Scope, keyN("live", i)); err != nil {
-			e.fatalf(keyN("live", i), "live record after purge: %v", err)
+		if _, err := e.Store.Lookup(e.Ctx, request(keyN("live", i), "").Scope, keyN("live", i)); err != nil {
+			e.Fatalf(keyN("live", i), "live record after purge: %v", err)
 		}
 	}
-	if again, err := e.store.Purge(e.ctx); err != nil || again.Deleted != 0 {
-		e.fatalf("old-*", "second Purge: %+v, %v, want nothing deleted", again, err)
+	if again, err := e.Store.Purge(e.Ctx); err != nil || again.Deleted != 0 {
+		e.Fatalf("old-*", "second Purge: %+v, %v, want nothing deleted", again, err)
 	}
 }
 

@@ -24,26 +24,26 @@ func testWaitBoundScope[TTx any](t *testing.T, b Backend[TTx]) {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := newClock(t0)
 			e := setup(t, b, idem.Config{WaitBound: bound, Retention: retention, Clock: clk.Now})
-			if e.driver.Dialect().Capabilities().DatabaseWriteLock {
-				t.Skipf("[%s] writers wait on the whole database: no row lock to wait for after the claim", e.name)
+			if e.Driver.Dialect().Capabilities().DatabaseWriteLock {
+				t.Skipf("[%s] writers wait on the whole database: no row lock to wait for after the claim", e.Backend)
 			}
 			req := request("bound-scope", "x")
 			if tc.takeover {
-				e.do(e.store, req, e.work("bound-scope-old", created("old")))
+				e.do(e.Store, req, e.work("bound-scope-old", created("old")))
 				clk.add(retention)
 			}
-			e.exec(e.driver.Pool(), "INSERT INTO "+e.effects+" (k) VALUES ('row-lock')")
+			e.Exec(e.Driver.Pool(), "INSERT INTO "+e.effects+" (k) VALUES ('row-lock')")
 			lockRow := "UPDATE " + e.effects + " SET k = 'row-lock' WHERE k = 'row-lock'"
-			holder := e.begin()
-			defer holder.Rollback(e.ctx)
-			hq, err := e.driver.Wrap(holder.Native())
+			holder := e.Begin()
+			defer holder.Rollback(e.Ctx)
+			hq, err := e.Driver.Wrap(holder.Native())
 			if err != nil {
-				e.t.Fatal(err)
+				e.T.Fatal(err)
 			}
-			e.exec(hq, lockRow)
+			e.Exec(hq, lockRow)
 
-			ch := e.goDo(e.ctx, e.store, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
-				q, err := e.driver.Wrap(tx)
+			ch := e.goDo(e.Ctx, e.Store, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
+				q, err := e.Driver.Wrap(tx)
 				if err != nil {
 					return idem.Response{}, err
 				}
@@ -57,18 +57,18 @@ func testWaitBoundScope[TTx any](t *testing.T, b Backend[TTx]) {
 			})
 			select {
 			case o := <-ch:
-				e.fatalf(req.Key, "the function's statement stopped waiting after %v (%+v, %v): the claim's wait bound %v leaked into it", o.elapsed, o.res, o.err, bound)
+				e.Fatalf(req.Key, "the function's statement stopped waiting after %v (%+v, %v): the claim's wait bound %v leaked into it", o.elapsed, o.res, o.err, bound)
 			case <-time.After(5 * bound):
 			}
-			if err := holder.Rollback(e.ctx); err != nil {
-				e.fatalf(req.Key, "holder's Rollback: %v", err)
+			if err := holder.Rollback(e.Ctx); err != nil {
+				e.Fatalf(req.Key, "holder's Rollback: %v", err)
 			}
-			o := e.await(req.Key, ch, time.Minute)
+			o := e.await(req.Key, ch, time.Minute, causeAfterCommit)
 			if o.err != nil || o.res.Outcome != idem.Won || !o.res.Committed {
-				e.fatalf(req.Key, "Do after the lock was released: %+v, %v, want won", o.res, o.err)
+				e.Fatalf(req.Key, "Do after the lock was released: %+v, %v, want won", o.res, o.err)
 			}
 			if n := e.effectCount("bound-scope"); n != 1 {
-				e.fatalf(req.Key, "effects = %d, want 1", n)
+				e.Fatalf(req.Key, "effects = %d, want 1", n)
 			}
 		})
 	}
@@ -81,18 +81,18 @@ func testSubMillisecondWaitBound[TTx any](t *testing.T, b Backend[TTx]) {
 	e := setup(t, b, idem.Config{WaitBound: 100 * time.Microsecond})
 	req := request("tiny-bound", "x")
 	claim, finish := e.holdClaim(req, "tiny-bound")
-	o := e.await(req.Key, e.goDo(e.ctx, e.store, req, e.work("tiny-bound", created("loser"))), 15*time.Second)
+	o := e.await(req.Key, e.goDo(e.Ctx, e.Store, req, e.work("tiny-bound", created("loser"))), 15*time.Second, causeUnbounded)
 	if o.err != nil || o.res.Outcome != idem.InFlight {
-		e.fatalf(req.Key, "loser with a 100µs bound: %+v, %v, want in-flight", o.res, o.err)
+		e.Fatalf(req.Key, "loser with a 100µs bound: %+v, %v, want in-flight", o.res, o.err)
 	}
 	if o.elapsed > 5*time.Second {
-		e.fatalf(req.Key, "loser gave up after %v, want promptly", o.elapsed)
+		e.Fatalf(req.Key, "loser gave up after %v, want promptly", o.elapsed)
 	}
-	if err := claim.Complete(e.ctx, created("winner")); err != nil {
-		e.fatalf(req.Key, "Complete: %v", err)
+	if err := claim.Complete(e.Ctx, created("winner")); err != nil {
+		e.Fatalf(req.Key, "Complete: %v", err)
 	}
 	finish(true)
 	if n := e.effectCount("tiny-bound"); n != 1 {
-		e.fatalf(req.Key, "effects = %d, want 1", n)
+		e.Fatalf(req.Key, "effects = %d, want 1", n)
 	}
 }

@@ -2,12 +2,14 @@ package dialect
 
 import (
 	"context"
+	"database/sql"
 	"time"
 )
 
-// Queryer runs statements. It is the whole of what the lifecycle needs from a
-// transaction (or, for reads and purge, from a pool): adapters exist for
-// database/sql (idem.SQL) and pgx (postgres.PgxTx).
+// Queryer runs statements: a transaction, or a pool for statements outside
+// any transaction (lookups). It is the whole of what a Dialect needs to run
+// its SQL. NewSQLQueryer adapts database/sql handles; package postgres
+// adapts pgx.
 type Queryer interface {
 	// Exec runs a statement that returns no rows and reports how many rows it
 	// affected.
@@ -28,37 +30,50 @@ type Rows interface {
 	Close() error
 }
 
-// Tx is a write transaction begun by a Driver.
-type Tx interface {
+// Tx is a transaction a Driver began for the core (for Do, Purge and
+// Migrate). TTx is the native transaction type the caller's function gets
+// (*sql.Tx, pgx.Tx).
+type Tx[TTx any] interface {
 	Queryer
-	// Commit commits the transaction. A failure whose outcome cannot be known
-	// (the connection broke during COMMIT) must be classified as
-	// ErrCommitUnknown by the dialect's Classify.
+	// Commit commits. When the outcome cannot be known (the connection
+	// broke after COMMIT was sent, or a COMMIT in flight was interrupted),
+	// the error wraps ErrCommitUnknown; only the transaction can tell, as
+	// only it knows whether COMMIT left. When the transaction's context
+	// ended before COMMIT was sent, the error is a known failure and
+	// nothing was committed.
 	Commit(ctx context.Context) error
-	// Rollback ends the transaction without keeping anything. It is safe to
-	// call after Commit or Rollback (it then does nothing).
+	// Rollback ends the transaction without keeping anything. After Commit
+	// or Rollback it does nothing and returns nil.
 	Rollback(ctx context.Context) error
-}
-
-// Txn is a Tx that also hands out the native transaction (*sql.Tx, pgx.Tx) to
-// the caller's function, so user code runs its own statements in it.
-type Txn[TTx any] interface {
-	Tx
-	// Native returns the driver's own transaction value.
+	// Native returns the driver's own transaction, for the caller's
+	// statements. After the transaction ends, its statements fail.
 	Native() TTx
 }
 
-// BeginOptions says how the lifecycle wants a transaction begun.
+// BeginOptions say how the core wants a transaction begun.
 type BeginOptions struct {
-	// WaitBound is how long a statement in this transaction may wait for a lock
-	// another transaction holds before giving up with ErrLockTimeout. A backend
-	// whose writers wait at BEGIN (SQLite) applies it there.
+	// Isolation is the isolation level; sql.LevelDefault means the level
+	// the driver was configured with. A driver refuses (with an error
+	// wrapping ErrInvalidConfig) a level it cannot give; a database whose
+	// transactions are always stronger (SQLite: serializable) accepts
+	// every weaker level.
+	Isolation sql.IsolationLevel
+	// WaitBound bounds a wait at BEGIN, on a database whose writers wait
+	// for each other there (SQLite's BEGIN IMMEDIATE): past it, Begin fails
+	// with an error Classify maps to ErrLockTimeout. It is not a bound on
+	// the transaction's statements: a claim's own wait is bounded by
+	// ClaimArgs.WaitBound, and the caller's statements must wait as they
+	// would without idem.
 	WaitBound time.Duration
-	// Purge marks a transaction that runs only a purge batch. Drivers with a
-	// configurable isolation level begin it at READ COMMITTED: the batch
-	// needs no more, and a stricter level would only make it, and the claims
-	// it runs beside, fail with serialization errors.
-	Purge bool
+}
+
+// IsolationOr is the level to begin with: o.Isolation, or configured when
+// the call asked for none (sql.LevelDefault).
+func (o BeginOptions) IsolationOr(configured sql.IsolationLevel) sql.IsolationLevel {
+	if o.Isolation == sql.LevelDefault {
+		return configured
+	}
+	return o.Isolation
 }
 
 // Driver binds a Dialect to one connection pool and one native transaction
@@ -66,22 +81,22 @@ type BeginOptions struct {
 type Driver[TTx any] interface {
 	// Dialect returns the SQL rules of this backend.
 	Dialect() Dialect
-	// Begin starts a write transaction the way this backend needs it
-	// (BEGIN IMMEDIATE on SQLite, the configured isolation level elsewhere).
-	Begin(ctx context.Context, opts BeginOptions) (Txn[TTx], error)
-	// Wrap adapts a transaction the caller began. It returns an error wrapping
-	// ErrBadTx for a nil transaction or one this driver cannot use.
+	// Begin starts a transaction the way this backend needs it (BEGIN
+	// IMMEDIATE on SQLite, an isolation level elsewhere).
+	Begin(ctx context.Context, opts BeginOptions) (Tx[TTx], error)
+	// Wrap adapts a transaction the caller began, for Store.Claim. It
+	// returns an error wrapping ErrBadTx for a nil transaction or one this
+	// driver cannot use.
 	Wrap(tx TTx) (Queryer, error)
-	// Pool runs statements outside any caller's transaction: lookups, schema
-	// migration and purge batches.
+	// Pool runs statements outside any transaction: lookups.
 	Pool() Queryer
 }
 
 // Dialect is the contract a database backend implements: the statements of
 // the lifecycle, written for that database's conflict and visibility rules,
-// its schema, and the mapping of its typed driver errors to the sentinels in
-// this package. A Dialect holds no connection; every method gets the Queryer
-// it runs on.
+// its versioned schema, and the mapping of its typed driver errors to the
+// meanings in this package. A Dialect holds no connection; every method gets
+// the Queryer it runs on, and the core begins and ends every transaction.
 type Dialect interface {
 	// Name names the database family for messages ("sqlite", "postgres").
 	Name() string
@@ -89,39 +104,42 @@ type Dialect interface {
 	// Capabilities describes what the conformance suite may expect.
 	Capabilities() Capabilities
 
-	// Schema returns the DDL statements that create the table and its
-	// indexes if they do not exist, in order.
-	Schema(t Table) []string
+	// Schema returns the table's versioned DDL and the statements that
+	// keep its version. Store.Migrate runs it.
+	Schema(t Table) Schema
 
-	// Claim tries to insert the in-flight record for a.Scope and a.Key as ONE
+	// Claim tries to insert the pending record for a.Scope and a.Key as ONE
 	// statement that tells the winner from the loser, taking over a record
 	// whose retention has passed. It waits at most a.WaitBound for a
 	// transaction that holds the key, returning an error classified as
-	// ErrLockTimeout when the bound passes. A loser gets the record as the
-	// latest committed state holds it, whatever snapshot the transaction
-	// had before the claim. Claim must not fold the follow-up into the same
+	// ErrLockTimeout when the bound passes; the caller's later statements
+	// must not inherit that bound. A loser gets the record as the latest
+	// committed state holds it, whatever snapshot the transaction had
+	// before the claim (or an error classified ErrSerialization, and the
+	// core retries). Claim must not fold the follow-up into the same
 	// statement.
 	Claim(ctx context.Context, q Queryer, t Table, a ClaimArgs) (ClaimResult, error)
 
-	// Complete stores the response on the in-flight record the transaction
+	// Complete stores the response on the pending record the transaction
 	// claimed, as a separate statement from the claim, and moves its expiry
-	// to the completion time plus a.Retention. It returns ErrNotClaimed
-	// when no in-flight record with that scope, key and fingerprint exists.
+	// to the completion time plus a.Retention. It returns an error wrapping
+	// ErrNotClaimed when no pending record with that scope, key and
+	// fingerprint exists.
 	Complete(ctx context.Context, q Queryer, t Table, a CompleteArgs) error
 
 	// Lookup reads the live (not expired) record for a.Scope and a.Key. It
 	// reports found=false when there is none.
 	Lookup(ctx context.Context, q Queryer, t Table, a LookupArgs) (rec Record, found bool, err error)
 
-	// PurgeBatch deletes at most a.Limit expired records in one short
-	// transaction of its own, begun with begin, skipping rows other
-	// transactions hold so that it never waits on claims. It returns how
-	// many rows it deleted.
-	PurgeBatch(ctx context.Context, begin func(context.Context) (Tx, error), t Table, a PurgeArgs) (int64, error)
+	// Purge deletes at most a.Limit expired records, in the transaction q
+	// the core began (at READ COMMITTED where the database has levels),
+	// skipping rows other transactions hold so that it never waits on
+	// claims. It returns how many rows it deleted.
+	Purge(ctx context.Context, q Queryer, t Table, a PurgeArgs) (int64, error)
 
 	// Classify maps a driver error to the meanings in this package by its
 	// typed code (SQLSTATE, error number, extended result code), never by
-	// message text. The returned error wraps both the sentinel and err, so
+	// message text. The returned error wraps both the meaning and err, so
 	// errors.Is and errors.As work for either. Errors it does not know, and
 	// errors already classified, are returned unchanged.
 	Classify(err error) error
@@ -140,9 +158,9 @@ type Capabilities struct {
 type State int
 
 const (
-	// InFlight: claimed, the winner has not completed (or its transaction is
-	// still open).
-	InFlight State = iota + 1
+	// Pending: claimed, no response stored yet (its transaction may still be
+	// open). A loser that meets it answers InFlight.
+	Pending State = iota + 1
 	// Completed: the response is stored and replays.
 	Completed
 )
@@ -176,7 +194,8 @@ type CompleteArgs struct {
 	// Scope, Key and Fingerprint name the claimed record.
 	Scope, Key  string
 	Fingerprint []byte
-	// Status is the response's HTTP status code.
+	// Status is the response's status (an HTTP status, or 0 for work that
+	// has none).
 	Status int
 	// Header is the encoded response header (idem's record encoding).
 	Header []byte
@@ -218,7 +237,7 @@ type Record struct {
 	Status int
 	Header []byte
 	Body   []byte
-	// CreatedAt is the claim time; ExpiresAt is CreatedAt plus the
-	// retention. Both are UTC.
+	// CreatedAt is the claim time; ExpiresAt is when the record may be
+	// claimed afresh. Both are UTC.
 	CreatedAt, ExpiresAt time.Time
 }

@@ -1,60 +1,206 @@
-// Package dialect is the contract an idem backend implements, and the
-// meanings its errors are mapped to.
+// Package dialect is the contract an idem backend implements, the meanings
+// its errors are mapped to, and what a backend needs to build on it: the
+// database/sql adapters, the statement cache, the migration loader and the
+// optional abilities with their fallbacks. A backend imports this package
+// only, never the core (github.com/idemkit/idem), the way a database/sql
+// driver imports only database/sql/driver.
 //
 // # Writing a dialect
 //
-// A backend is two values. A Dialect holds the SQL rules of one database
-// family and no connection: the schema, the claim, complete, lookup and purge
-// statements, and Classify, which maps the driver's typed errors to the
-// sentinels in this package. A Driver binds a Dialect to one connection pool
-// and one native transaction type: it begins transactions the way the
-// database needs (BEGIN IMMEDIATE, an isolation level), adapts a caller's
-// transaction with Wrap, and runs reads and purge batches on its Pool. Users
-// pass the Driver to idem.New; nothing is registered globally, and library
-// code never blank-imports a database driver.
+// A backend is three values:
+//
+//   - a Dialect holds the SQL rules of one database family and no
+//     connection: the versioned schema, the claim, complete, lookup and
+//     purge statements, and Classify, which maps the driver's typed errors
+//     to the meanings in this package;
+//   - a Driver binds a Dialect to one connection pool and one native
+//     transaction type (TTx: *sql.Tx, pgx.Tx): it begins transactions the
+//     way the database needs (BEGIN IMMEDIATE, an isolation level), adapts
+//     a caller's transaction with Wrap, and runs lookups on its Pool;
+//   - the Tx its Begin returns, which alone knows whether a failed COMMIT
+//     was sent, and so reports ErrCommitUnknown.
+//
+// The core begins and ends every transaction; the Dialect only runs
+// statements on the Queryer it is given. Users pass the Driver to idem.New;
+// nothing is registered globally, and library code never blank-imports a
+// database driver. Give the constructor the shape every backend has:
+// New(ctx, handle, Options) (*Driver, error), where ctx bounds the checks
+// of the server it makes (version, settings), and a bad handle or option is
+// an error wrapping ErrInvalidConfig.
+//
+// # A backend on database/sql
+//
+// NewSQLQueryer adapts a *sql.DB (the pool) or *sql.Tx (Wrap); NewSQLTx
+// makes the Tx Begin returns. Its Commit already tells a COMMIT that was
+// never sent (the transaction's context had ended: database/sql rolls back)
+// from one that was; give it a commitError that wraps ErrCommitUnknown when
+// a sent COMMIT failed without the server's answer:
+//
+//	type Driver struct {
+//		db      *sql.DB
+//		pool    dialect.Queryer
+//		dialect *Dialect
+//	}
+//
+//	func New(ctx context.Context, db *sql.DB, _ Options) (*Driver, error) {
+//		if db == nil {
+//			return nil, fmt.Errorf("mydb: %w: nil *sql.DB", dialect.ErrInvalidConfig)
+//		}
+//		pool, err := dialect.NewSQLQueryer(db)
+//		if err != nil {
+//			return nil, err
+//		}
+//		return &Driver{db: db, pool: pool, dialect: NewDialect()}, nil
+//	}
+//
+//	func (d *Driver) Dialect() dialect.Dialect { return d.dialect }
+//	func (d *Driver) Pool() dialect.Queryer    { return d.pool }
+//
+//	func (d *Driver) Wrap(tx *sql.Tx) (dialect.Queryer, error) { return dialect.NewSQLQueryer(tx) }
+//
+//	func (d *Driver) Begin(ctx context.Context, o dialect.BeginOptions) (dialect.Tx[*sql.Tx], error) {
+//		tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: o.Isolation})
+//		if err != nil {
+//			return nil, err
+//		}
+//		return dialect.NewSQLTx(ctx, tx, commitError, nil), nil
+//	}
+//
+//	// commitError: a server's error is a known failure; a lost connection
+//	// after COMMIT left is not.
+//	func commitError(err error) error {
+//		var se *mydriver.ServerError
+//		if errors.As(err, &se) {
+//			return err
+//		}
+//		return dialect.Classified(dialect.ErrCommitUnknown, err)
+//	}
+//
+// The file guide_test.go of this package holds that skeleton, with a whole
+// Dialect, and compiles it.
+//
+// # The rules of the statements
 //
 // Think about these rules of your database before writing SQL:
 //
 //   - The claim is ONE statement that tells the winner from the loser: an
-//     INSERT ... ON CONFLICT DO NOTHING/UPDATE ... RETURNING where the
-//     database has it, or an INSERT whose duplicate-key error rolls back only
-//     the statement (InnoDB). Never read first and write second, and never
-//     rely on a statement error that aborts the caller's transaction.
-//   - Complete is a separate statement. Folding it into the claim (a
-//     data-modifying CTE) can leave it unable to see the claimed row.
-//   - Visibility: the loser must read the latest committed record, whatever
-//     snapshot the caller's transaction took before the claim (a locking read
-//     on InnoDB), or raise a serialization failure that Do retries.
+//     INSERT ... ON CONFLICT DO NOTHING ... RETURNING where the database has
+//     it, or an INSERT whose duplicate-key error rolls back only that
+//     statement (InnoDB). Never read first and write second, and never rely
+//     on a statement error that aborts the caller's whole transaction
+//     (PostgreSQL's 23505 does).
+//   - Complete is a separate statement. Folded into the claim (a
+//     data-modifying CTE) it could not see the claimed row. It also moves
+//     the expiry: expires_at = now + CompleteArgs.Retention.
+//   - Visibility: a loser must read the latest committed record, whatever
+//     snapshot the caller's transaction took before the claim (a locking
+//     read on InnoDB), or fail with an error Classify maps to
+//     ErrSerialization, which the core retries.
 //   - Waits: a loser waits for the winner's transaction at most
 //     ClaimArgs.WaitBound (lock_timeout, innodb_lock_wait_timeout,
-//     busy_timeout), then fails with an error Classify maps to ErrLockTimeout.
-//     Restore whatever session setting you changed.
-//   - Expiry: compare expires_at with the store's clock (ClaimArgs.Now), or
-//     the database's clock when it is zero; the boundary is expires_at <= now
-//     for "expired" and expires_at > now for "live". Take an expired record
-//     over in the claim (or right after it, under the lock the claim holds).
-//   - Purge deletes at most PurgeArgs.Limit expired rows per transaction,
-//     skipping rows other transactions hold (FOR UPDATE SKIP LOCKED), and
-//     never a row a claim has just taken over.
-//   - Keys and scopes compare byte for byte (a binary or "C" collation);
-//     times keep microseconds and sort exactly.
+//     busy_timeout), then fails with an error Classify maps to
+//     ErrLockTimeout. The bound is the claim's only: restore the session
+//     setting you changed before the claim returns, on every path, so the
+//     caller's statements in the same transaction wait as they would without
+//     idem (the suite's WaitBoundOnlyForClaim checks it).
+//     BeginOptions.WaitBound bounds BEGIN itself, for a database whose
+//     writers wait there (SQLite's BEGIN IMMEDIATE); it does not bound the
+//     transaction's statements.
+//   - Expiry: compare expires_at with ClaimArgs.Now, or with the database's
+//     clock when it is zero; expired is expires_at <= now, live is
+//     expires_at > now. An expired record is taken over in the claim: by an
+//     upsert whose update is guarded by the expiry (ON CONFLICT DO UPDATE
+//     ... WHERE expires_at <= now), or, when the insert lost, by an UPDATE
+//     guarded the same way; of two takeovers one wins and the other waits for
+//     its row lock, then finds the record live and loses. Report a row that
+//     vanished between two statements as ErrSerialization.
+//   - Purge deletes at most PurgeArgs.Limit expired rows, skipping rows
+//     other transactions hold (FOR UPDATE SKIP LOCKED), and never a row a
+//     claim has just taken over.
+//   - Keys and scopes compare byte for byte (a binary or "C" collation,
+//     VARBINARY); times keep microseconds and compare exactly.
 //   - Classify by typed codes (SQLSTATE, error numbers, extended result
-//     codes), never by message text. A COMMIT that may or may not have
-//     happened (the connection broke after it was sent) is ErrCommitUnknown.
+//     codes) and error types, never by message text. Classify cannot tell
+//     a COMMIT's error from another statement's: ErrCommitUnknown is the
+//     Tx's to report (see Tx.Commit), and a lost connection on any other
+//     statement is ErrUnavailable (ConnectionLost helps), because that
+//     transaction is gone and nothing was committed.
 //
-// Statement text is built once per table and cached; validated table names
-// (Table) need no escaping beyond your database's identifier quotes.
+// Statement text is built once per table (Statements caches it); a
+// validated Table needs no escaping beyond your database's identifier
+// quotes. Keep the SQL in one place per backend: a statements.go with the
+// statement text, and the DDL in migrations/*.sql.
+//
+// # The versioned schema
+//
+// Schema returns the table's migrations and the statements that keep its
+// version; Store.Migrate runs them in one transaction the core begins (see
+// Schema for the order). Keep each migration in an embedded file,
+// migrations/NNNN_name.sql, a text/template over the Table ({{.Name}},
+// {{.Index "expires"}}), and load them with LoadMigrations. The first
+// migration creates the table IF NOT EXISTS, so a table made before
+// versions were recorded becomes version 1. Never change a released
+// migration: add the next one. Give Schema.Lock a lock that makes
+// concurrent migrations of one table take turns (a transaction-scoped
+// advisory lock; a session lock with Schema.Unlock where DDL commits on its
+// own). On a database whose DDL commits on its own, give each migration one
+// atomic statement.
+//
+// # Optional abilities
+//
+// A Queryer or Tx may implement Pipeliner (several statements in one round
+// trip), Preparer (statements kept prepared) and CommitDeferrer (a
+// statement sent with COMMIT). The Dialect reaches them only through
+// Pipeline, ExecPrepared, QueryPrepared and DeferToCommit, which fall back
+// to one plain statement at a time, with the same result. Never type-assert
+// your own driver's private types in the Dialect: a wrapper around the
+// transaction (a tracer, the suite's fault injector) would silently lose the
+// ability. A wrapper keeps one by implementing its interface with those
+// functions (see conformance.WrappedTx).
+//
+// # Pitfalls seen in real backends
+//
+//   - PostgreSQL: lock_timeout = 0 means wait forever, so a sub-millisecond
+//     bound must become 1ms; timestamptz + interval with a days part depends
+//     on the session's time zone (across a DST change a day is 23 or 25
+//     hours), so add the retention as microseconds; a failed statement
+//     aborts the whole transaction (25P02 afterwards), so a claim must not
+//     rely on catching 23505; set_config(..., true) is transaction-local,
+//     which is what a wait bound wants.
+//   - MySQL and MariaDB: innodb_lock_wait_timeout counts whole seconds and
+//     MySQL has no per-statement form (MariaDB has SET STATEMENT ... FOR);
+//     a REPEATABLE READ snapshot is taken at the first read, so a loser
+//     needs a locking read (LOCK IN SHARE MODE) to see the winner; deadlocks
+//     (1213) are normal on contended duplicate keys; DDL commits on its own.
+//   - SQLite: a deferred transaction that read before writing fails with
+//     SQLITE_BUSY_SNAPSHOT, which busy_timeout cannot help, so begin
+//     IMMEDIATE; busy_timeout is per connection; ":memory:" is one database
+//     per connection unless shared.
+//
+// Error codes worth mapping:
+//
+//	meaning             PostgreSQL (SQLSTATE)          MySQL/MariaDB            SQLite
+//	ErrUniqueViolation  23505                          1062                     SQLITE_CONSTRAINT_PRIMARYKEY, _UNIQUE
+//	ErrSerialization    40001                          1020 (MariaDB)           SQLITE_BUSY_SNAPSHOT
+//	ErrDeadlock         40P01                          1213                     -
+//	ErrLockTimeout      55P03, 57014                   1205, 3572               SQLITE_BUSY, SQLITE_LOCKED
+//	ErrReadOnly         25006                          1792, 1290               SQLITE_READONLY
+//	ErrTooLarge         54000                          1153, 1406, 1118, 1301   SQLITE_TOOBIG
+//	ErrInvalidValue     22021, 22P05                   1366                     -
+//	ErrUnavailable      08xxx, 57P01-57P03, lost conn  1040, 1047, 1053, 1927   -
+//	ErrCommitUnknown    40003 (CockroachDB); lost conn lost connection at COMMIT -
 //
 // # Proving it
 //
 // Run the shared suite from your package's tests; it creates its own tables
-// and runs every case in parallel:
+// and runs every case in parallel, reading Capabilities for the differences
+// it may expect (never which backend runs):
 //
 //	func TestConformance(t *testing.T) {
 //		conformance.Run(t, conformance.Backend[*sql.Tx]{
 //			Name: "mydb",
 //			Open: func(t *testing.T) dialect.Driver[*sql.Tx] {
-//				d, err := mydb.New(sharedDB(t))
+//				d, err := mydb.New(t.Context(), sharedDB(t), mydb.Options{})
 //				if err != nil {
 //					t.Fatal(err)
 //				}
@@ -63,8 +209,6 @@
 //		})
 //	}
 //
-// Report behavioural differences through Capabilities (for example
-// DatabaseWriteLock for a database with one writer at a time), never by
-// having the suite ask which backend runs. For a server in a container, see
-// package conformance/containers.
+// The HTTP suite (idemhttp/idemhttptest.Run) takes the same Backend. For a
+// server in a container, see github.com/idemkit/idem/integration/containers.
 package dialect

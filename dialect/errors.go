@@ -1,8 +1,12 @@
 package dialect
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"syscall"
 )
 
 // The meanings a Dialect's Classify maps driver errors to. Package idem
@@ -37,9 +41,18 @@ var (
 	// ErrBadTx: the transaction handed in cannot be used (nil, finished, or
 	// not of the kind this driver runs on).
 	ErrBadTx = errors.New("unusable transaction")
-	// ErrNotClaimed: Complete found no in-flight record this transaction
+	// ErrNotClaimed: Complete found no pending record this transaction
 	// claimed.
-	ErrNotClaimed = errors.New("no in-flight claim to complete")
+	ErrNotClaimed = errors.New("no pending claim to complete")
+	// ErrUnavailable: the database cannot serve the request now, but
+	// another attempt may succeed (a lost connection before COMMIT, a
+	// server shutting down or starting up, a cluster node cut off from its
+	// primary component). Nothing was committed.
+	ErrUnavailable = errors.New("database unavailable")
+	// ErrInvalidConfig: a constructor or Begin got an option it cannot
+	// honour (a nil handle, another driver, an isolation level the database
+	// lacks, a server too old).
+	ErrInvalidConfig = errors.New("invalid config")
 )
 
 // Classified returns an error that wraps both meaning and err, so errors.Is
@@ -75,4 +88,23 @@ func IsClassified(err error) bool {
 var meanings = []error{
 	ErrUniqueViolation, ErrSerialization, ErrDeadlock, ErrLockTimeout,
 	ErrReadOnly, ErrTooLarge, ErrInvalidValue, ErrCommitUnknown, ErrTxDone, ErrBadTx, ErrNotClaimed,
+	ErrUnavailable, ErrInvalidConfig,
+}
+
+// ConnectionLost reports whether err says that the connection to the
+// database broke or could not be made: an EOF in the middle of an answer, a
+// reset, a refused or failed dial, a closed network connection. An ended
+// context is not a lost connection. It looks at error types and values
+// only. A dialect's Classify maps it to ErrUnavailable: for any statement
+// but COMMIT, the transaction is gone and nothing was committed. (For
+// COMMIT the outcome is unknown: see Tx.Commit.)
+func ConnectionLost(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var opErr *net.OpError
+	return errors.As(err, &opErr) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.EPIPE)
 }

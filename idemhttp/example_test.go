@@ -27,7 +27,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer db.Close()
-	drv, err := sqlite.New(db)
+	drv, err := sqlite.New(ctx, db, sqlite.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func ExampleConfig_fingerprint() {
 		log.Fatal(err)
 	}
 	defer db.Close()
-	drv, err := sqlite.New(db)
+	drv, err := sqlite.New(ctx, db, sqlite.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func openSQLite(t *testing.T) dialect.Driver[*sql.Tx] {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	d, err := sqlite.New(db)
+	d, err := sqlite.New(t.Context(), db, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

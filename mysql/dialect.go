@@ -2,13 +2,10 @@ package mysql
 
 import (
 	"context"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
-
-	mysqldriver "github.com/go-sql-driver/mysql"
 
 	"github.com/idemkit/idem/dialect"
 )
@@ -38,11 +35,8 @@ func (*Dialect) Name() string { return "mysql" }
 // Capabilities: row-level locks, so a loser waits on the key only.
 func (*Dialect) Capabilities() dialect.Capabilities { return dialect.Capabilities{} }
 
-// Schema returns the CREATE TABLE statement (the expiry index is part of it;
-// MySQL has no CREATE INDEX IF NOT EXISTS).
-func (d *Dialect) Schema(t dialect.Table) []string {
-	return []string{d.stmts.For(t).createTable}
-}
+// Schema returns the versioned DDL (migrations/*.sql).
+func (d *Dialect) Schema(t dialect.Table) dialect.Schema { return d.stmts.For(t).schema }
 
 // Claim inserts the in-flight record. A duplicate key means another
 // transaction holds or held it: read it with a locking read, take it over if
@@ -84,7 +78,7 @@ func (d *Dialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table,
 		return res, err
 	}
 
-	rec, expired, found, err := d.read(ctx, q, c.lockingRead, a.Scope, a.Key, now)
+	rec, expired, found, err := d.read(ctx, q, false, c.lockingRead, a.Scope, a.Key, now)
 	if err != nil {
 		return res, err
 	}
@@ -128,7 +122,7 @@ const packetOverhead = 4096
 
 // Lookup reads the live record with a plain (consistent) read.
 func (d *Dialect) Lookup(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LookupArgs) (dialect.Record, bool, error) {
-	rec, expired, found, err := d.read(ctx, q, d.stmts.For(t).read, a.Scope, a.Key, clock(a.Now))
+	rec, expired, found, err := d.read(ctx, q, true, d.stmts.For(t).read, a.Scope, a.Key, clock(a.Now))
 	if err != nil || !found || expired {
 		return dialect.Record{}, false, err
 	}
@@ -137,8 +131,15 @@ func (d *Dialect) Lookup(ctx context.Context, q dialect.Queryer, t dialect.Table
 
 // read runs one of the record reads; it reports whether the record has
 // expired by the store's clock.
-func (d *Dialect) read(ctx context.Context, q dialect.Queryer, stmt, scope, key string, now any) (rec dialect.Record, expired, found bool, err error) {
-	rows, err := query(ctx, q, stmt, now, scope, key)
+func (d *Dialect) read(ctx context.Context, q dialect.Queryer, lookup bool, stmt, scope, key string, now any) (rec dialect.Record, expired, found bool, err error) {
+	var rows dialect.Rows
+	if _, prepares := q.(dialect.Preparer); lookup && prepares {
+		// A lookup where statements stay prepared (the driver's pool):
+		// one round trip the server need not parse again.
+		rows, err = dialect.QueryPrepared(ctx, q, stmt, now, scope, key)
+	} else {
+		rows, err = query(ctx, q, stmt, now, scope, key)
+	}
 	if err != nil {
 		return rec, false, false, err
 	}
@@ -156,7 +157,7 @@ func (d *Dialect) read(ctx context.Context, q dialect.Queryer, stmt, scope, key 
 		return rec, false, false, err
 	}
 	rec.Fingerprint, rec.Header, rec.Body = fp, header, body
-	rec.State = dialect.InFlight
+	rec.State = dialect.Pending
 	if status != nil {
 		rec.State, rec.Status = dialect.Completed, int(*status)
 	}
@@ -164,21 +165,12 @@ func (d *Dialect) read(ctx context.Context, q dialect.Queryer, stmt, scope, key 
 	return rec, expiredFlag != 0, true, dialect.CloseRows(rows)
 }
 
-// PurgeBatch locks up to a.Limit expired rows with SKIP LOCKED, so it never
-// waits on a claim, and deletes them by primary key.
-func (d *Dialect) PurgeBatch(ctx context.Context, begin func(context.Context) (dialect.Tx, error), t dialect.Table, a dialect.PurgeArgs) (n int64, err error) {
+// Purge locks up to a.Limit expired rows with SKIP LOCKED, so it never
+// waits on a claim, and deletes them by primary key, in the core's READ
+// COMMITTED transaction (where InnoDB takes no gap locks).
+func (d *Dialect) Purge(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.PurgeArgs) (n int64, err error) {
 	s := d.stmts.For(t)
-	tx, err := begin(ctx)
-	if err != nil {
-		return 0, err
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback(context.WithoutCancel(ctx))
-		}
-	}()
-	now := clock(a.Now)
-	rows, err := query(ctx, tx, s.purgeSelect, now, a.Limit)
+	rows, err := query(ctx, q, s.purgeSelect, clock(a.Now), a.Limit)
 	if err != nil {
 		return 0, err
 	}
@@ -197,84 +189,17 @@ func (d *Dialect) PurgeBatch(ctx context.Context, begin func(context.Context) (d
 	for len(keys) > 0 {
 		chunk := keys[:min(len(keys), 2*purgeChunk)]
 		keys = keys[len(chunk):]
-		deleted, err := exec(ctx, tx, s.purgeDelete(len(chunk)/2), chunk...)
+		deleted, err := exec(ctx, q, s.purgeDelete(len(chunk)/2), chunk...)
 		if err != nil {
 			return 0, err
 		}
 		n += deleted
 	}
-	return n, tx.Commit(ctx)
+	return n, nil
 }
 
 // purgeChunk bounds the keys one DELETE names.
 const purgeChunk = 500
-
-// Error numbers the dialect maps (MySQL and MariaDB share them).
-const (
-	erDupEntry            = 1062
-	erLockDeadlock        = 1213
-	erLockWaitTimeout     = 1205
-	erLockNowait          = 3572
-	erCheckRead           = 1020 // MariaDB snapshot isolation: record changed since read
-	erReadOnlyTransaction = 1792
-	erOptionPreventsStmt  = 1290 // --read-only server
-	erNetPacketTooLarge   = 1153
-	erDataTooLong         = 1406
-	erTooBigRowsize       = 1118
-	erWarnAllowedPacket   = 1301
-	erTruncatedWrongValue = 1366
-	erLongDataTooLarge    = 1210 // a prepared-statement parameter over max_allowed_packet
-)
-
-// Classify maps *mysql.MySQLError numbers and the driver's packet limit to
-// the dialect meanings.
-func (*Dialect) Classify(err error) error {
-	if err == nil || dialect.IsClassified(err) {
-		return err
-	}
-	if errors.Is(err, mysqldriver.ErrPktTooLarge) {
-		return dialect.Classified(dialect.ErrTooLarge, err)
-	}
-	var me *mysqldriver.MySQLError
-	if !errors.As(err, &me) {
-		return err
-	}
-	switch me.Number {
-	case erDupEntry:
-		return dialect.Classified(dialect.ErrUniqueViolation, err)
-	case erLockDeadlock:
-		return dialect.Classified(dialect.ErrDeadlock, err)
-	case erCheckRead:
-		return dialect.Classified(dialect.ErrSerialization, err)
-	case erLockWaitTimeout, erLockNowait:
-		return dialect.Classified(dialect.ErrLockTimeout, err)
-	case erReadOnlyTransaction, erOptionPreventsStmt:
-		return dialect.Classified(dialect.ErrReadOnly, err)
-	case erNetPacketTooLarge, erDataTooLong, erTooBigRowsize, erWarnAllowedPacket, erLongDataTooLarge:
-		return dialect.Classified(dialect.ErrTooLarge, err)
-	case erTruncatedWrongValue:
-		return dialect.Classified(dialect.ErrInvalidValue, err)
-	}
-	return err
-}
-
-func isNumber(err error, n uint16) bool {
-	var me *mysqldriver.MySQLError
-	return errors.As(err, &me) && me.Number == n
-}
-
-// commitError: a server error, or driver.ErrBadConn (nothing was sent), is
-// a known failure; any other error from COMMIT leaves the outcome unknown.
-func commitError(err error) error {
-	if err == nil {
-		return nil
-	}
-	var me *mysqldriver.MySQLError
-	if errors.As(err, &me) || errors.Is(err, driver.ErrBadConn) || dialect.IsClassified(err) {
-		return err
-	}
-	return dialect.Classified(dialect.ErrCommitUnknown, err)
-}
 
 // clock gives the store's time in Unix microseconds, or nil for the
 // database's clock.

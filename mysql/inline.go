@@ -105,12 +105,8 @@ func exec(ctx context.Context, q dialect.Queryer, query string, args ...any) (in
 	return q.Exec(ctx, query, args...)
 }
 
-// query runs one of the dialect's queries: prepared on the pool, inlined
-// when it can be elsewhere.
+// query runs one of the dialect's queries, inlined when it can be.
 func query(ctx context.Context, q dialect.Queryer, query string, args ...any) (dialect.Rows, error) {
-	if p, ok := q.(*poolQueryer); ok {
-		return p.queryPrepared(ctx, query, args...)
-	}
 	if s, ok := inline(query, args); ok {
 		return q.Query(ctx, s)
 	}

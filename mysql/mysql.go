@@ -10,16 +10,19 @@
 //     transaction. The winner is told from the loser by that error, never by
 //     INSERT IGNORE (which turns truncation and other errors into warnings)
 //     and never by an affected-rows count (which clientFoundRows changes).
+//
 //   - A loser reads the record with LOCK IN SHARE MODE: a locking read sees
 //     the latest committed row, where InnoDB's REPEATABLE READ snapshot,
 //     taken at the transaction's first read, might not. The shared lock the
 //     duplicate-key check already took keeps the row stable until the
 //     transaction ends. An expired record is then taken over with an UPDATE
 //     guarded by its expiry.
+//
 //   - Deadlocks (1213) are part of normal concurrency on duplicate keys (two
 //     waiters on a rolled-back insert both hold shared locks and both want an
 //     exclusive one): they are classified retryable and Do retries. A
 //     deadlock rolls back the whole transaction, so the claim returns at once.
+//
 //   - The claim's waits are bounded by innodb_lock_wait_timeout. On MariaDB
 //     (told apart by New from the server's version) each of the claim's
 //     statements carries it: SET STATEMENT innodb_lock_wait_timeout=N FOR
@@ -29,15 +32,19 @@
 //     seconds, so the store's wait bound is rounded up to a second. A lock
 //     wait timeout (1205) becomes InFlight; as InnoDB rolls back only the
 //     statement, the caller must roll back (Do does).
+//
 //   - Keys and scopes are VARBINARY(255): compared byte for byte, whatever
 //     the connection's collation. Times are DATETIME(6) in UTC (microseconds,
 //     no 2038 limit); they cross the wire as Unix microseconds, so the DSN's
 //     parseTime and loc settings do not matter. The database's clock is
 //     UTC_TIMESTAMP(6).
+//
 //   - The body is a LONGBLOB. A response larger than the server's
 //     max_allowed_packet is refused with ErrTooLarge before it is sent,
 //     instead of breaking the connection.
+//
 //   - Errors are classified by *mysql.MySQLError numbers, never by text.
+//
 //   - The dialect's statements are sent as text with their values written in
 //     as hexadecimal, integer or NULL literals, so each is one round trip
 //     whatever the DSN says (with interpolateParams=false, go-sql-driver
@@ -45,15 +52,26 @@
 //     a close). No value can change a statement that way. A statement with
 //     a large value (a response body over a few dozen kilobytes) keeps its
 //     placeholders, so max_allowed_packet stays the limit it was.
+//
 //   - Purge locks a batch of expired keys with SKIP LOCKED and deletes them
 //     with a list of row constructors, (scope, idem_key) IN ((…), …), which
 //     the range optimizer reads as one range per key.
+//
+//   - The schema is versioned (migrations/*.sql, one atomic statement each,
+//     since DDL commits on its own here). Store.Migrate takes a named lock
+//     of the session (GET_LOCK) so that several processes may migrate at
+//     once.
 //
 // DSN settings: none of clientFoundRows, parseTime, loc, interpolateParams or
 // multiStatements changes idem's behaviour. New refuses a session whose
 // sql_mode is not strict (STRICT_TRANS_TABLES or STRICT_ALL_TABLES), where
 // MySQL would silently truncate values, and servers older than MySQL 8.0.1
 // or MariaDB 10.6 (no SKIP LOCKED for purge).
+//
+// Files: mysql.go the driver and server checks, dialect.go the lifecycle's
+// statements, statements.go and migrations/ the SQL text, classify.go the
+// error numbers, inline.go literal values, prepared.go the pool's prepared
+// lookups.
 package mysql
 
 import (
@@ -66,24 +84,34 @@ import (
 
 	mysqldriver "github.com/go-sql-driver/mysql"
 
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dialect"
 )
 
 // Options configure a MySQL driver.
 type Options struct {
-	// Isolation is the level Do's transactions begin with: sql.LevelDefault
-	// (the server's, REPEATABLE READ unless configured), sql.LevelReadCommitted,
-	// sql.LevelRepeatableRead or sql.LevelSerializable.
+	// Isolation is the level transactions begin with when a call asks for
+	// none: sql.LevelDefault (the server's, REPEATABLE READ unless
+	// configured), sql.LevelReadCommitted, sql.LevelRepeatableRead or
+	// sql.LevelSerializable.
 	Isolation sql.IsolationLevel
 }
 
 // Driver runs idem on a *sql.DB opened with github.com/go-sql-driver/mysql.
+// Its transactions are *sql.Tx.
 type Driver struct {
 	db      *sql.DB
-	opts    sql.TxOptions
+	level   sql.IsolationLevel
 	pool    *poolQueryer
 	dialect *Dialect
+}
+
+// checkIsolation refuses a level InnoDB does not have.
+func checkIsolation(l sql.IsolationLevel) error {
+	switch l {
+	case sql.LevelDefault, sql.LevelReadCommitted, sql.LevelRepeatableRead, sql.LevelSerializable:
+		return nil
+	}
+	return fmt.Errorf("mysql: %w: isolation level %v is not supported", dialect.ErrInvalidConfig, l)
 }
 
 var _ dialect.Driver[*sql.Tx] = (*Driver)(nil)
@@ -101,15 +129,13 @@ type server struct {
 // sql_mode.
 func New(ctx context.Context, db *sql.DB, opts Options) (*Driver, error) {
 	if db == nil {
-		return nil, fmt.Errorf("mysql: %w: nil *sql.DB", idem.ErrInvalidConfig)
+		return nil, fmt.Errorf("mysql: %w: nil *sql.DB", dialect.ErrInvalidConfig)
 	}
 	if _, ok := db.Driver().(*mysqldriver.MySQLDriver); !ok {
-		return nil, fmt.Errorf("mysql: %w: *sql.DB uses driver %T, not github.com/go-sql-driver/mysql", idem.ErrInvalidConfig, db.Driver())
+		return nil, fmt.Errorf("mysql: %w: *sql.DB uses driver %T, not github.com/go-sql-driver/mysql", dialect.ErrInvalidConfig, db.Driver())
 	}
-	switch opts.Isolation {
-	case sql.LevelDefault, sql.LevelReadCommitted, sql.LevelRepeatableRead, sql.LevelSerializable:
-	default:
-		return nil, fmt.Errorf("mysql: %w: isolation level %v is not supported", idem.ErrInvalidConfig, opts.Isolation)
+	if err := checkIsolation(opts.Isolation); err != nil {
+		return nil, err
 	}
 	srv, err := inspect(ctx, db)
 	if err != nil {
@@ -121,7 +147,7 @@ func New(ctx context.Context, db *sql.DB, opts Options) (*Driver, error) {
 	}
 	d := NewDialect(srv.maxAllowedPacket)
 	d.perStatementWait = srv.mariaDB
-	return &Driver{db: db, opts: sql.TxOptions{Isolation: opts.Isolation}, pool: pool, dialect: d}, nil
+	return &Driver{db: db, level: opts.Isolation, pool: pool, dialect: d}, nil
 }
 
 // inspect reads and checks the server's version and settings.
@@ -138,10 +164,10 @@ func inspect(ctx context.Context, db *sql.DB) (server, error) {
 		min = [3]int{10, 6, 0}
 	}
 	if !versionAtLeast([3]int{major, minor, patch}, min) {
-		return s, fmt.Errorf("mysql: %w: server %s is older than %d.%d.%d", idem.ErrInvalidConfig, s.version, min[0], min[1], min[2])
+		return s, fmt.Errorf("mysql: %w: server %s is older than %d.%d.%d", dialect.ErrInvalidConfig, s.version, min[0], min[1], min[2])
 	}
 	if !strings.Contains(s.sqlMode, "STRICT_TRANS_TABLES") && !strings.Contains(s.sqlMode, "STRICT_ALL_TABLES") {
-		return s, fmt.Errorf("mysql: %w: sql_mode %q is not strict; idem needs STRICT_TRANS_TABLES or STRICT_ALL_TABLES so no value is silently truncated", idem.ErrInvalidConfig, s.sqlMode)
+		return s, fmt.Errorf("mysql: %w: sql_mode %q is not strict; idem needs STRICT_TRANS_TABLES or STRICT_ALL_TABLES so no value is silently truncated", dialect.ErrInvalidConfig, s.sqlMode)
 	}
 	return s, nil
 }
@@ -176,37 +202,22 @@ func (d *Driver) Wrap(tx *sql.Tx) (dialect.Queryer, error) {
 	if tx == nil {
 		return nil, fmt.Errorf("%w: nil *sql.Tx", dialect.ErrBadTx)
 	}
-	return idem.SQL(tx)
+	return dialect.NewSQLQueryer(tx)
 }
 
-// Begin starts a transaction at the configured isolation level; purge
-// batches run at READ COMMITTED, where InnoDB takes no gap locks.
-func (d *Driver) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.Txn[*sql.Tx], error) {
-	txOpts := d.opts
-	if opts.Purge {
-		txOpts.Isolation = sql.LevelReadCommitted
+// Begin starts a transaction at the asked isolation level (the configured
+// one by default). A COMMIT lost with its connection is reported as
+// ErrCommitUnknown.
+func (d *Driver) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.Tx[*sql.Tx], error) {
+	level := opts.IsolationOr(d.level)
+	if err := checkIsolation(level); err != nil {
+		return nil, err
 	}
-	tx, err := d.db.BeginTx(ctx, &txOpts)
+	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: level})
 	if err != nil {
 		return nil, err
 	}
-	return sqlTxn{SQLTxn: idem.NewSQLTxn(tx, nil), ctx: ctx}, nil
-}
-
-// sqlTxn reports a COMMIT lost with its connection as ErrCommitUnknown.
-type sqlTxn struct {
-	*idem.SQLTxn
-	ctx context.Context // BeginTx's: it ends the transaction
-}
-
-// Commit tells a known failure from an unknown outcome: database/sql sends
-// no COMMIT once the transaction's context has ended (it rolls back).
-func (t sqlTxn) Commit(ctx context.Context) error {
-	if err := t.ctx.Err(); err != nil {
-		_ = t.SQLTxn.Rollback(context.WithoutCancel(ctx))
-		return fmt.Errorf("mysql: COMMIT not sent, the transaction's context ended: %w", err)
-	}
-	return commitError(t.SQLTxn.Commit(ctx))
+	return dialect.NewSQLTx(ctx, tx, commitError, nil), nil
 }
 
 // lockWaitSeconds renders the wait bound for innodb_lock_wait_timeout,

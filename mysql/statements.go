@@ -1,12 +1,16 @@
 package mysql
 
 import (
+	"embed"
 	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/idemkit/idem/dialect"
 )
+
+//go:embed migrations/*.sql
+var migrations embed.FS
 
 // now is the store's clock (a Unix-microsecond parameter) or, when that is
 // NULL, the database's. UTC_TIMESTAMP(6) is fixed for one statement.
@@ -29,7 +33,7 @@ const restoreLockWait = `SET SESSION innodb_lock_wait_timeout = @idem_saved_lock
 // statements is the SQL for one table.
 type statements struct {
 	quoted      string
-	createTable string
+	schema      dialect.Schema
 	claim       claimStatements
 	complete    string
 	read        string
@@ -94,24 +98,28 @@ func (d *Dialect) bounded(t dialect.Table, s *statements, seconds int64) *claimS
 
 func newStatements(t dialect.Table) *statements {
 	n := "`" + t.Name() + "`"
+	versions := "`" + t.Index("schema") + "`"
 	// Arguments: now, scope, key.
 	read := `SELECT scope, idem_key, fingerprint, status, header, body, ` + micros("created_at") + `, ` + micros("expires_at") + `,
 	expires_at <= ` + now + `
 FROM ` + n + ` WHERE scope = ? AND idem_key = ?`
 	return &statements{
 		quoted: n,
-		createTable: `CREATE TABLE IF NOT EXISTS ` + n + ` (
-	scope       VARBINARY(255) NOT NULL,
-	idem_key    VARBINARY(255) NOT NULL,
-	fingerprint BINARY(32)     NOT NULL,
-	status      SMALLINT       NULL,      -- NULL while in flight
-	header      MEDIUMBLOB     NULL,
-	body        LONGBLOB       NULL,
-	created_at  DATETIME(6)    NOT NULL,  -- UTC
-	expires_at  DATETIME(6)    NOT NULL,  -- UTC
-	PRIMARY KEY (scope, idem_key),
-	KEY ` + "`" + t.Index("expires") + "`" + ` (expires_at)
+		schema: dialect.Schema{
+			Migrations: dialect.MustLoadMigrations(migrations, "migrations", t),
+			// A named lock of the session: migrations of one table run one
+			// at a time across processes. DDL commits on its own here, so
+			// a transaction could not hold a lock across it.
+			Lock:   `SELECT GET_LOCK('idem migrate ` + t.Name() + `', 60)`,
+			Unlock: `SELECT RELEASE_LOCK('idem migrate ` + t.Name() + `')`,
+			CreateVersionTable: `CREATE TABLE IF NOT EXISTS ` + versions + ` (
+	version    INT          NOT NULL PRIMARY KEY,
+	name       VARCHAR(255) NOT NULL,
+	applied_at DATETIME(6)  NOT NULL
 ) ENGINE=InnoDB`,
+			ReadVersion:   `SELECT MAX(version) FROM ` + versions,
+			RecordVersion: `INSERT INTO ` + versions + ` (version, name, applied_at) VALUES (?, ?, UTC_TIMESTAMP(6))`,
+		},
 
 		claim: claimStatements{
 			// Arguments: scope, key, fingerprint, now, now, retention (µs).

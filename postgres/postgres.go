@@ -1,9 +1,10 @@
 // Package postgres is idem's PostgreSQL backend, on github.com/jackc/pgx/v5.
 // It has two ways in, both running the full conformance suite:
 //
-//   - native pgx: New(pool) gives a driver whose transactions are pgx.Tx;
-//   - database/sql: NewSQL(db) for a *sql.DB opened with pgx's stdlib driver
-//     ("pgx"), whose transactions are *sql.Tx.
+//   - native pgx: New(ctx, pool, opts) gives a driver whose transactions are
+//     pgx.Tx;
+//   - database/sql: NewSQL(ctx, db, opts) for a *sql.DB opened with pgx's
+//     stdlib driver ("pgx"), whose transactions are *sql.Tx.
 //
 // What PostgreSQL needs, and this package does:
 //
@@ -32,6 +33,9 @@
 //   - Purge deletes expired rows in batches locked with FOR UPDATE SKIP
 //     LOCKED, so it never waits on a claim and never deletes a row a claim
 //     is taking over.
+//   - Migrations (migrations/*.sql) run in one transaction under an
+//     advisory lock on the table's name, so several processes may run
+//     Store.Migrate at once.
 //
 // Round trips are what a request costs most, so statements that need no
 // answer in between are pipelined (sent together, read together; a pipeline
@@ -43,14 +47,18 @@
 //     requests (about 15% less CPU each) over replays (one more round trip);
 //     retry-heavy callers can set idem.Config.ReadFirst;
 //   - in the transactions Do begins on the native pgx driver, BEGIN goes with
-//     the claim (pgx's Batch.BeginTx), and the completing UPDATE with COMMIT.
-//     That UPDATE is then guarded to fail when it updates nothing, so COMMIT
-//     is never reached without the record. A request that wins costs as many
-//     round trips as the bare write: BEGIN+claim, the caller's statements,
-//     UPDATE+COMMIT;
+//     the claim (pgx's Batch.BeginTx), and the completing UPDATE with COMMIT
+//     (the transaction is a dialect.CommitDeferrer). That UPDATE is then
+//     guarded to fail when it updates nothing, so COMMIT is never reached
+//     without the record. A request that wins costs as many round trips as
+//     the bare write: BEGIN+claim, the caller's statements, UPDATE+COMMIT;
 //   - through database/sql, Do's transactions run on a connection of their
 //     own, so statements that go together (a takeover's) are pipelined on it
 //     (sql.Conn.Raw); BEGIN and COMMIT go alone, as database/sql sends them.
+//
+// Both are dialect.Pipeliners; a wrapper around their transactions keeps
+// the pipelining by forwarding dialect.Pipeline and dialect.DeferToCommit,
+// or falls back to one statement per round trip.
 //
 // The completing UPDATE changes no indexed column, so when the claimed row's
 // page has room it is a HOT update (no new index entries). At the default
@@ -59,28 +67,62 @@
 // quarter larger.
 //
 // Keys and scopes are text COLLATE "C" (byte order, byte equality); times
-// are timestamptz; the database's clock is statement_timestamp().
+// are timestamptz, and the retention is added as a number of microseconds
+// (an interval with a days part would depend on the session's time zone);
+// the database's clock is statement_timestamp(). New and NewSQL refuse a
+// server older than PostgreSQL 13.
+//
+// Files: postgres.go options and server checks, pgx.go and sql.go the two
+// drivers, tx.go the pgx transaction, dialect.go the lifecycle's
+// statements, statements.go and migrations/ the SQL text, classify.go the
+// SQLSTATE mapping, pipeline.go the pipelining.
 package postgres
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/dialect"
 )
 
 // Options configure a PostgreSQL driver.
 type Options struct {
-	// Isolation is the level Do's transactions begin with:
-	// sql.LevelDefault or sql.LevelReadCommitted (PostgreSQL's default),
-	// sql.LevelRepeatableRead or sql.LevelSerializable.
+	// Isolation is the level transactions begin with when a call asks for
+	// none: sql.LevelDefault or sql.LevelReadCommitted (PostgreSQL's
+	// default), sql.LevelRepeatableRead or sql.LevelSerializable.
 	Isolation sql.IsolationLevel
 }
 
-func (o Options) check() error {
-	switch o.Isolation {
+// checkIsolation refuses a level PostgreSQL does not have.
+func checkIsolation(l sql.IsolationLevel) error {
+	switch l {
 	case sql.LevelDefault, sql.LevelReadCommitted, sql.LevelRepeatableRead, sql.LevelSerializable:
 		return nil
 	}
-	return fmt.Errorf("postgres: %w: isolation level %v is not supported", idem.ErrInvalidConfig, o.Isolation)
+	return fmt.Errorf("postgres: %w: isolation level %v is not supported", dialect.ErrInvalidConfig, l)
+}
+
+// minServerVersion is PostgreSQL 13, as server_version_num.
+const minServerVersion = 130000
+
+// checkServer refuses a server older than PostgreSQL 13.
+func checkServer(ctx context.Context, q dialect.Queryer) error {
+	var version int64
+	err := dialect.Run(ctx, q, dialect.Statement{
+		SQL: "SELECT current_setting('server_version_num')::int",
+		Rows: func(r dialect.Rows) error {
+			if !r.Next() {
+				return r.Err()
+			}
+			return r.Scan(&version)
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("postgres: inspect server: %w", err)
+	}
+	if version < minServerVersion {
+		return fmt.Errorf("postgres: %w: server version %d is older than PostgreSQL 13", dialect.ErrInvalidConfig, version)
+	}
+	return nil
 }

@@ -6,11 +6,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dialect"
 )
 
@@ -19,30 +16,34 @@ import (
 // transactions are *sql.Tx.
 type SQLDriver struct {
 	db      *sql.DB
-	opts    sql.TxOptions
-	pool    idem.Tx
+	level   sql.IsolationLevel
+	pool    dialect.Queryer
 	dialect *Dialect
 }
 
 var _ dialect.Driver[*sql.Tx] = (*SQLDriver)(nil)
 
-// NewSQL returns a database/sql driver on db. It refuses a *sql.DB of
-// another driver (lib/pq's errors could not be classified).
-func NewSQL(db *sql.DB, opts Options) (*SQLDriver, error) {
+// NewSQL returns a database/sql driver on db, after checking the server's
+// version (ctx bounds that). It refuses a *sql.DB of another driver
+// (lib/pq's errors could not be classified).
+func NewSQL(ctx context.Context, db *sql.DB, opts Options) (*SQLDriver, error) {
 	if db == nil {
-		return nil, fmt.Errorf("postgres: %w: nil *sql.DB", idem.ErrInvalidConfig)
+		return nil, fmt.Errorf("postgres: %w: nil *sql.DB", dialect.ErrInvalidConfig)
 	}
 	if _, ok := db.Driver().(*stdlib.Driver); !ok {
-		return nil, fmt.Errorf("postgres: %w: *sql.DB uses driver %T, not github.com/jackc/pgx/v5/stdlib", idem.ErrInvalidConfig, db.Driver())
+		return nil, fmt.Errorf("postgres: %w: *sql.DB uses driver %T, not github.com/jackc/pgx/v5/stdlib", dialect.ErrInvalidConfig, db.Driver())
 	}
-	if err := opts.check(); err != nil {
+	if err := checkIsolation(opts.Isolation); err != nil {
 		return nil, err
 	}
-	pool, err := idem.SQL(db)
+	pool, err := dialect.NewSQLQueryer(db)
 	if err != nil {
 		return nil, err
 	}
-	return &SQLDriver{db: db, opts: sql.TxOptions{Isolation: opts.Isolation}, pool: pool, dialect: NewDialect()}, nil
+	if err := checkServer(ctx, pool); err != nil {
+		return nil, err
+	}
+	return &SQLDriver{db: db, level: opts.Isolation, pool: pool, dialect: NewDialect()}, nil
 }
 
 // Dialect returns the PostgreSQL dialect.
@@ -56,57 +57,41 @@ func (d *SQLDriver) Wrap(tx *sql.Tx) (dialect.Queryer, error) {
 	if tx == nil {
 		return nil, fmt.Errorf("%w: nil *sql.Tx", dialect.ErrBadTx)
 	}
-	return idem.SQL(tx)
+	return dialect.NewSQLQueryer(tx)
 }
 
-// Begin starts a transaction at the configured isolation level on a
-// connection of its own, so that statements that go together (a takeover's)
-// can be pipelined on it (database/sql sends BEGIN by itself).
-func (d *SQLDriver) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.Txn[*sql.Tx], error) {
-	txOpts := d.opts
-	if opts.Purge {
-		txOpts.Isolation = sql.LevelReadCommitted
+// Begin starts a transaction at the asked isolation level (the configured
+// one by default) on a connection of its own, so that statements that go
+// together (a takeover's) can be pipelined on it (database/sql sends BEGIN
+// by itself).
+func (d *SQLDriver) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.Tx[*sql.Tx], error) {
+	level := opts.IsolationOr(d.level)
+	if err := checkIsolation(level); err != nil {
+		return nil, err
 	}
 	conn, err := d.db.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
-	tx, err := conn.BeginTx(ctx, &txOpts)
+	tx, err := conn.BeginTx(ctx, &sql.TxOptions{Isolation: level})
 	if err != nil {
 		conn.Close()
 		return nil, err
 	}
-	return sqlTxn{SQLTxn: idem.NewSQLTxn(tx, func() { conn.Close() }), conn: conn, ctx: ctx}, nil
+	return sqlTx{SQLTx: dialect.NewSQLTx(ctx, tx, commitError, func() { conn.Close() }), conn: conn}, nil
 }
 
-// sqlTxn reports a COMMIT lost with its connection as ErrCommitUnknown, and
-// pipelines statements on the transaction's connection.
-type sqlTxn struct {
-	*idem.SQLTxn
+// sqlTx pipelines statements on the transaction's connection.
+type sqlTx struct {
+	*dialect.SQLTx
 	conn *sql.Conn
-	ctx  context.Context // BeginTx's: it ends the transaction
 }
 
-// Commit tells a known failure from an unknown outcome. database/sql sends
-// no COMMIT once the transaction's context has ended (it rolls back): that
-// failure is known. Once COMMIT was sent, pgx's stdlib commits on that same
-// context, so its ending interrupts the COMMIT in flight: only a server
-// error is then a known failure.
-func (t sqlTxn) Commit(ctx context.Context) error {
-	if err := t.ctx.Err(); err != nil {
-		_ = t.SQLTxn.Rollback(context.WithoutCancel(ctx))
-		return fmt.Errorf("postgres: COMMIT not sent, the transaction's context ended: %w", err)
-	}
-	err := t.SQLTxn.Commit(ctx)
-	if errors.Is(err, sql.ErrTxDone) {
-		return err
-	}
-	return commitError(err)
-}
+var _ dialect.Pipeliner = sqlTx{}
 
-// sendBatch sends b on the pgx connection under the transaction; the
-// server runs it inside the transaction.
-func (t sqlTxn) sendBatch(ctx context.Context, b *pgx.Batch) error {
+// Pipeline sends stmts on the pgx connection under the transaction, in one
+// round trip; the server runs them inside the transaction.
+func (t sqlTx) Pipeline(ctx context.Context, stmts ...dialect.Statement) error {
 	err := t.conn.Raw(func(dc any) error {
 		c, ok := dc.(*stdlib.Conn)
 		if !ok {
@@ -117,7 +102,7 @@ func (t sqlTxn) sendBatch(ctx context.Context, b *pgx.Batch) error {
 		if c.Conn().PgConn().TxStatus() == 'I' {
 			return dialect.Classified(dialect.ErrTxDone, errors.New("postgres: the transaction has ended"))
 		}
-		return c.Conn().SendBatch(ctx, b).Close()
+		return sendBatch(ctx, c.Conn(), batchOf(stmts...))
 	})
 	if errors.Is(err, sql.ErrConnDone) {
 		return dialect.Classified(dialect.ErrTxDone, err)

@@ -18,7 +18,7 @@ import (
 func TestBeginTakesWriteLock(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	d, err := sqlite.New(openFile(t))
+	d, err := sqlite.New(t.Context(), openFile(t), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestBeginRestoresBusyTimeout(t *testing.T) {
 	ctx := context.Background()
 	db := openFile(t)
 	db.SetMaxOpenConns(1) // every statement below uses the connection Do used
-	d, err := sqlite.New(db)
+	d, err := sqlite.New(t.Context(), db, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

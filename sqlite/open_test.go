@@ -38,7 +38,7 @@ func TestOpenMemorySharedByPool(t *testing.T) {
 	if _, err := b.ExecContext(ctx, "INSERT INTO t VALUES (1)"); err != nil {
 		t.Fatalf("second connection does not see the first one's table: %v", err)
 	}
-	if _, err := sqlite.New(db); err != nil {
+	if _, err := sqlite.New(t.Context(), db, sqlite.Options{}); err != nil {
 		t.Fatalf("New on Open(\":memory:\"): %v", err)
 	}
 
@@ -61,11 +61,11 @@ func TestNewRefusesPrivateMemoryPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := sqlite.New(db); !errors.Is(err, sqlite.ErrPrivateMemory) {
+	if _, err := sqlite.New(t.Context(), db, sqlite.Options{}); !errors.Is(err, sqlite.ErrPrivateMemory) {
 		t.Fatalf("New on a plain :memory: pool: %v, want ErrPrivateMemory", err)
 	}
 	db.SetMaxOpenConns(1)
-	if _, err := sqlite.New(db); err != nil {
+	if _, err := sqlite.New(t.Context(), db, sqlite.Options{}); err != nil {
 		t.Fatalf("New on a one-connection :memory: pool: %v", err)
 	}
 }
@@ -76,10 +76,10 @@ func TestNewRefusesOtherDriver(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := sqlite.New(db); !errors.Is(err, idem.ErrInvalidConfig) {
+	if _, err := sqlite.New(t.Context(), db, sqlite.Options{}); !errors.Is(err, idem.ErrInvalidConfig) {
 		t.Fatalf("New on a pgx *sql.DB: %v, want ErrInvalidConfig", err)
 	}
-	if _, err := sqlite.New(nil); !errors.Is(err, idem.ErrInvalidConfig) {
+	if _, err := sqlite.New(t.Context(), nil, sqlite.Options{}); !errors.Is(err, idem.ErrInvalidConfig) {
 		t.Fatalf("New(nil): %v, want ErrInvalidConfig", err)
 	}
 }
@@ -104,7 +104,7 @@ func TestClaimOnReadOnlyDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rw.Close()
-	d, err := sqlite.New(rw)
+	d, err := sqlite.New(t.Context(), rw, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestClaimOnReadOnlyDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ro.Close()
-	roDriver, err := sqlite.New(ro)
+	roDriver, err := sqlite.New(t.Context(), ro, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

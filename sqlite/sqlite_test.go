@@ -25,7 +25,7 @@ func TestConformance(t *testing.T) {
 	conformance.Run(t, conformance.Backend[*sql.Tx]{
 		Name: "sqlite/file",
 		Open: func(t *testing.T) dialect.Driver[*sql.Tx] {
-			d, err := sqlite.New(openFile(t))
+			d, err := sqlite.New(t.Context(), openFile(t), sqlite.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -258,7 +258,7 @@ func newPgxTarget(dsn string, conns int) (*target, error) {
 	}
 	t.bare = func(ctx context.Context, _ int64) error { return write(ctx, nil) }
 	t.floor = func(ctx context.Context, req idem.Request) error { return write(ctx, &req) }
-	drv, err := postgres.New(pool, postgres.Options{})
+	drv, err := postgres.New(ctx, pool, postgres.Options{})
 	if err != nil {
 		pool.Close()
 		return nil, err
@@ -328,7 +328,7 @@ func newPgSQLTarget(dsn string, conns int) (*target, error) {
 		db.Close()
 		return nil, err
 	}
-	drv, err := postgres.NewSQL(db, postgres.Options{})
+	drv, err := postgres.NewSQL(ctx, db, postgres.Options{})
 	if err != nil {
 		db.Close()
 		return nil, err
@@ -598,7 +598,7 @@ func newSQLiteTarget(dir string, conns int) (*target, error) {
 		db.Close()
 		return nil, err
 	}
-	drv, err := sqlite.New(db)
+	drv, err := sqlite.New(ctx, db, sqlite.Options{})
 	if err != nil {
 		db.Close()
 		return nil, err

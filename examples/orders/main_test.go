@@ -22,8 +22,8 @@ import (
 
 	mysqldriver "github.com/go-sql-driver/mysql"
 
-	"github.com/idemkit/idem/conformance/containers"
 	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem/integration/containers"
 )
 
 func TestMain(m *testing.M) { containers.Main(m) }

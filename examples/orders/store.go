@@ -117,7 +117,7 @@ func openStore(ctx context.Context, dsn string) (*backend, error) {
 		name = "SQLite file " + abs
 	}
 	return newBackend(ctx, name, db, sqliteOrders, func(db *sql.DB) (dialect.Driver[*sql.Tx], error) {
-		return sqlite.New(db)
+		return sqlite.New(ctx, db, sqlite.Options{})
 	})
 }
 
@@ -157,7 +157,7 @@ func openPostgres(ctx context.Context, dsn string) (*backend, error) {
 		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
 	}
 	return newBackend(ctx, "PostgreSQL at "+redact(dsn), db, postgresOrders, func(db *sql.DB) (dialect.Driver[*sql.Tx], error) {
-		return postgres.NewSQL(db, postgres.Options{})
+		return postgres.NewSQL(ctx, db, postgres.Options{})
 	})
 }
 

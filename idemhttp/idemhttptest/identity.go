@@ -21,7 +21,7 @@ func testPathValues[TTx any](t *testing.T, b conformance.Backend[TTx]) {
 	const key = "checkout-42"
 	first := e.send(call{key: key, path: "/invoices/1/pay", body: "{}"})
 	if first.status != http.StatusCreated || !strings.Contains(string(first.body), "run=1") {
-		e.fatalf(key, "pay invoice 1: %d %q, want 201 from run 1", first.status, first.body)
+		e.Fatalf(key, "pay invoice 1: %d %q, want 201 from run 1", first.status, first.body)
 	}
 	e.expectProblem(key, e.send(call{key: key, path: "/invoices/2/pay", body: "{}"}), http.StatusUnprocessableEntity, "key-mismatch")
 	e.expectRows(key, 1, 1, 1)
@@ -38,7 +38,7 @@ func testCatchAll[TTx any](t *testing.T, b conformance.Backend[TTx]) {
 	e := setup(t, b, options[TTx]{})
 	const key = "catch-all"
 	if r := e.send(call{key: key, path: "/api/refunds/7", body: "x"}); r.status != http.StatusCreated {
-		e.fatalf(key, "first: %d %s", r.status, r.body)
+		e.Fatalf(key, "first: %d %s", r.status, r.body)
 	}
 	e.expectProblem(key, e.send(call{key: key, path: "/api/refunds/8", body: "x"}), http.StatusUnprocessableEntity, "key-mismatch")
 	e.expectProblem(key, e.send(call{key: key, path: "/api/refunds/7?amount=1", body: "x"}), http.StatusUnprocessableEntity, "key-mismatch")
@@ -53,7 +53,7 @@ func testHosts[TTx any](t *testing.T, b conformance.Backend[TTx]) {
 	const key = "hosted"
 	first := e.send(call{key: key, host: "shop-a.example", path: "/hosted", body: "x"})
 	if first.status != http.StatusCreated {
-		e.fatalf(key, "first: %d %s", first.status, first.body)
+		e.Fatalf(key, "first: %d %s", first.status, first.body)
 	}
 	e.expectProblem(key, e.send(call{key: key, host: "shop-b.example", path: "/hosted", body: "x"}), http.StatusUnprocessableEntity, "key-mismatch")
 	e.expectReplay(key, first, e.send(call{key: key, host: "SHOP-A.example", path: "/hosted", body: "x"}), "Set-Cookie", "Connection", "X-Hop")
@@ -63,7 +63,7 @@ func testHosts[TTx any](t *testing.T, b conformance.Backend[TTx]) {
 	for i, host := range []string{"a.example", "b.example"} {
 		r := e.send(call{key: routed, host: host, path: "/pay", body: "x"})
 		if r.status != http.StatusCreated || r.header.Get(idemhttp.HeaderReplayed) != "" {
-			e.fatalf(routed, "host %s: %d %v %s, want a fresh 201 (its own route)", host, r.status, r.header, r.body)
+			e.Fatalf(routed, "host %s: %d %v %s, want a fresh 201 (its own route)", host, r.status, r.header, r.body)
 		}
 		e.expectRows(routed, int64(2+i), int64(2+i), int64(2+i))
 	}
@@ -86,11 +86,11 @@ func testAnonymous[TTx any](t *testing.T, b conformance.Backend[TTx]) {
 	const key = "anonymous-2"
 	first := e.send(call{key: key, anonymous: true, body: "x"})
 	if first.status != http.StatusCreated {
-		e.fatalf(key, "anonymous with AllowAnonymous: %d %s, want 201", first.status, first.body)
+		e.Fatalf(key, "anonymous with AllowAnonymous: %d %s, want 201", first.status, first.body)
 	}
 	e.expectReplay(key, first, e.send(call{key: key, anonymous: true, body: "x"}), "Set-Cookie", "Connection", "X-Hop")
 	if r := e.send(call{key: key, principal: "p1", body: "x"}); r.status != http.StatusCreated || r.header.Get(idemhttp.HeaderReplayed) != "" {
-		e.fatalf(key, "a named principal with the anonymous key: %d %v, want a fresh 201", r.status, r.header)
+		e.Fatalf(key, "a named principal with the anonymous key: %d %v, want a fresh 201", r.status, r.header)
 	}
 	e.expectRows(key, 2, 2, 2)
 }
@@ -101,19 +101,19 @@ func testQuotedKey[TTx any](t *testing.T, b conformance.Backend[TTx]) {
 	e := setup(t, b, options[TTx]{})
 	first := e.send(call{key: `"quoted-1"`, body: "x"})
 	if first.status != http.StatusCreated {
-		e.fatalf("quoted-1", "quoted key: %d %s", first.status, first.body)
+		e.Fatalf("quoted-1", "quoted key: %d %s", first.status, first.body)
 	}
 	e.expectReplay("quoted-1", first, e.send(call{key: "quoted-1", body: "x"}), "Set-Cookie", "Connection", "X-Hop")
 	if r := e.send(call{key: `"a\"b"`, body: "x"}); r.status != http.StatusCreated {
-		e.fatalf(`a"b`, "escaped quote: %d %s", r.status, r.body)
+		e.Fatalf(`a"b`, "escaped quote: %d %s", r.status, r.body)
 	}
 	for _, bad := range []string{`"unterminated`, `"bad\escape"`, `"k";param=1`, `""`} {
 		e.expectProblem(bad, e.send(call{key: bad, body: "x"}), http.StatusBadRequest, "key-invalid")
 	}
 	e.expectRows("quoted", 2, 2, 2)
-	rec, err := e.store.Lookup(e.ctx, `POST "/orders" "p1"`, `a"b`)
+	rec, err := e.Store.Lookup(e.Ctx, `POST "/orders" "p1"`, `a"b`)
 	if err != nil || rec.Key != `a"b` {
-		e.fatalf(`a"b`, "the stored key of the sf-string \"a\\\"b\": %+v, %v", rec, err)
+		e.Fatalf(`a"b`, "the stored key of the sf-string \"a\\\"b\": %+v, %v", rec, err)
 	}
 }
 
@@ -127,9 +127,7 @@ func testTransientStatus[TTx any](t *testing.T, b conformance.Backend[TTx]) {
 					e.order(w, r)
 					return
 				}
-				tx, _ := idemhttp.Tx[TTx](r.Context())
-				if err := e.effect(r.Context(), tx, e.runs.Add(1)); err != nil {
-					idemhttp.Fail(w, r, err)
+				if !e.writeEffect(w, r) {
 					return
 				}
 				w.Header().Set("Retry-After", "1")
@@ -137,11 +135,11 @@ func testTransientStatus[TTx any](t *testing.T, b conformance.Backend[TTx]) {
 			}})
 			key := fmt.Sprintf("transient-%d", status)
 			if r := e.send(call{key: key, body: "x"}); r.status != status {
-				e.fatalf(key, "first: %d %s, want the handler's %d", r.status, r.body, status)
+				e.Fatalf(key, "first: %d %s, want the handler's %d", r.status, r.body, status)
 			}
 			e.expectRows(key, 0, 0, 1)
 			if r := e.send(call{key: key, body: "x"}); r.status != http.StatusCreated || r.header.Get(idemhttp.HeaderReplayed) != "" {
-				e.fatalf(key, "retry after %d: %d %v, want the handler to run again", status, r.status, r.header)
+				e.Fatalf(key, "retry after %d: %d %v, want the handler to run again", status, r.status, r.header)
 			}
 			e.expectRows(key, 1, 1, 2)
 		})
@@ -159,7 +157,7 @@ func testAuthInfo[TTx any](t *testing.T, b conformance.Backend[TTx]) {
 	const key = "auth-info"
 	first := e.send(call{key: key, body: "x"})
 	if first.header.Get("Authentication-Info") == "" {
-		e.fatalf(key, "the first answer lacks the handler's Authentication-Info")
+		e.Fatalf(key, "the first answer lacks the handler's Authentication-Info")
 	}
 	e.expectReplay(key, first, e.send(call{key: key, body: "x"}),
 		"Set-Cookie", "Connection", "X-Hop", "Authentication-Info", "Proxy-Authentication-Info")
@@ -170,11 +168,10 @@ func testAuthInfo[TTx any](t *testing.T, b conformance.Backend[TTx]) {
 // claims it was rolled back); the retry gets 409 while the key is held.
 func testHandlerEndsTx[TTx any](t *testing.T, b conformance.Backend[TTx]) {
 	e := setup(t, b, options[TTx]{handler: func(e *env[TTx], w http.ResponseWriter, r *http.Request) {
-		tx, _ := idemhttp.Tx[TTx](r.Context())
-		if err := e.effect(r.Context(), tx, e.runs.Add(1)); err != nil {
-			idemhttp.Fail(w, r, err)
+		if !e.writeEffect(w, r) {
 			return
 		}
+		tx, _ := idemhttp.Tx[TTx](r.Context())
 		if err := endNative(r.Context(), tx); err != nil {
 			idemhttp.Fail(w, r, err)
 			return
@@ -185,7 +182,7 @@ func testHandlerEndsTx[TTx any](t *testing.T, b conformance.Backend[TTx]) {
 	r := e.send(call{key: key, body: "x"})
 	e.expectProblem(key, r, http.StatusInternalServerError, "transaction-ended")
 	if !strings.Contains(string(r.body), "may have taken effect") {
-		e.fatalf(key, "problem %s does not say the operation may have taken effect", r.body)
+		e.Fatalf(key, "problem %s does not say the operation may have taken effect", r.body)
 	}
 	e.expectRows(key, 1, 1, 1)
 	e.expectProblem(key, e.send(call{key: key, body: "x"}), http.StatusConflict, "in-flight")
@@ -238,15 +235,15 @@ func testRetryAfterRoundsUp[TTx any](t *testing.T, b conformance.Backend[TTx]) {
 	select {
 	case <-held:
 	case <-time.After(time.Minute):
-		e.fatalf(key, "the first request's handler did not start")
+		e.Fatalf(key, "the first request's handler did not start")
 	}
 	r := e.send(call{key: key, body: "x"})
 	close(release)
 	e.expectProblem(key, r, http.StatusConflict, "in-flight")
 	if got := r.header.Get("Retry-After"); got != "2" {
-		e.fatalf(key, "Retry-After %q for 1.5 s, want 2 (rounded up)", got)
+		e.Fatalf(key, "Retry-After %q for 1.5 s, want 2 (rounded up)", got)
 	}
 	if first := <-done; first.status != http.StatusCreated {
-		e.fatalf(key, "first: %d %s", first.status, first.body)
+		e.Fatalf(key, "first: %d %s", first.status, first.body)
 	}
 }

@@ -14,7 +14,7 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/idemkit/idem/conformance/containers"
+	"github.com/idemkit/idem/integration/containers"
 )
 
 func TestMain(m *testing.M) { containers.Main(m) }

@@ -24,7 +24,7 @@ func TestClaimInReadOnlyTransaction(t *testing.T) {
 	if err := store.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Exec("DROP TABLE idem_readonly_test") })
+	t.Cleanup(func() { db.Exec("DROP TABLE IF EXISTS idem_readonly_test, idem_readonly_test_schema") })
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)

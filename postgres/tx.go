@@ -11,8 +11,8 @@ import (
 	"github.com/idemkit/idem/dialect"
 )
 
-// pgxTxn is the transaction the pgx Driver begins for Do and Purge. It saves
-// the round trips that carry nothing but transaction control:
+// pgxTx is the transaction the pgx Driver begins for the core. It saves the
+// round trips that carry nothing but transaction control:
 //
 //   - BEGIN is sent with the first statements, in one pipeline (pgx's
 //     Batch.BeginTx), so BEGIN and the claim cost one round trip;
@@ -24,7 +24,7 @@ import (
 // Native hands out the pgx transaction (beginning it first if no statement
 // has run yet). After the transaction ends it reports pgx.ErrTxClosed, as a
 // pgx transaction does.
-type pgxTxn struct {
+type pgxTx struct {
 	ctx  context.Context // Begin's, for a BEGIN that Native sends alone
 	conn *pgxpool.Conn   // nil once released
 	opts pgx.TxOptions
@@ -34,13 +34,13 @@ type pgxTxn struct {
 	native *nativeTx
 	done   bool
 	// pending is the completing statement, sent with COMMIT.
-	pending *step
+	pending *dialect.Statement
 }
 
 var (
-	_ dialect.Txn[pgx.Tx] = (*pgxTxn)(nil)
-	_ batcher             = (*pgxTxn)(nil)
-	_ deferrer            = (*pgxTxn)(nil)
+	_ dialect.Tx[pgx.Tx]     = (*pgxTx)(nil)
+	_ dialect.Pipeliner      = (*pgxTx)(nil)
+	_ dialect.CommitDeferrer = (*pgxTx)(nil)
 )
 
 // closedTx is a pgx transaction that is already closed: every method
@@ -54,7 +54,7 @@ var closedTx = func() pgx.Tx {
 var errTxDone = dialect.Classified(dialect.ErrTxDone, pgx.ErrTxClosed)
 
 // begin sends BEGIN on its own, for statements that cannot carry it.
-func (t *pgxTxn) begin(ctx context.Context) error {
+func (t *pgxTx) begin(ctx context.Context) error {
 	if t.done {
 		return errTxDone
 	}
@@ -72,32 +72,24 @@ func (t *pgxTxn) begin(ctx context.Context) error {
 
 // ready begins the transaction if needed and sends a held-back statement,
 // so that a statement that follows runs after it.
-func (t *pgxTxn) ready(ctx context.Context) (pgxQueryer, error) {
+func (t *pgxTx) ready(ctx context.Context) (pgxQueryer, error) {
 	if err := t.begin(ctx); err != nil {
 		return pgxQueryer{}, err
 	}
 	if p := t.pending; p != nil {
 		t.pending = nil
-		if err := t.tx.SendBatch(ctx, batchOf(*p)).Close(); err != nil {
+		if err := sendBatch(ctx, t.tx, batchOf(*p)); err != nil {
 			return pgxQueryer{}, completionError(err)
 		}
 	}
 	return pgxQueryer{t.tx}, nil
 }
 
-func batchOf(steps ...step) *pgx.Batch {
-	b := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(steps)+1)}
-	for _, s := range steps {
-		queue(b, s)
-	}
-	return b
-}
-
-func (t *pgxTxn) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+func (t *pgxTx) Exec(ctx context.Context, query string, args ...any) (int64, error) {
 	if t.tx == nil && !t.done {
 		// The first statement (a purge batch's DELETE): send BEGIN with it.
 		var n int64
-		err := t.sendBatch(ctx, batchOf(step{sql: query, args: args, exec: func(rows int64) error { n = rows; return nil }}))
+		err := t.Pipeline(ctx, dialect.Statement{SQL: query, Args: args, Affected: func(rows int64) error { n = rows; return nil }})
 		return n, err
 	}
 	q, err := t.ready(ctx)
@@ -107,7 +99,7 @@ func (t *pgxTxn) Exec(ctx context.Context, query string, args ...any) (int64, er
 	return q.Exec(ctx, query, args...)
 }
 
-func (t *pgxTxn) Query(ctx context.Context, query string, args ...any) (dialect.Rows, error) {
+func (t *pgxTx) Query(ctx context.Context, query string, args ...any) (dialect.Rows, error) {
 	q, err := t.ready(ctx)
 	if err != nil {
 		return nil, err
@@ -115,18 +107,19 @@ func (t *pgxTxn) Query(ctx context.Context, query string, args ...any) (dialect.
 	return q.Query(ctx, query, args...)
 }
 
-// sendBatch sends b, with BEGIN in front of it when the transaction has
-// not begun.
-func (t *pgxTxn) sendBatch(ctx context.Context, b *pgx.Batch) error {
+// Pipeline sends stmts in one round trip, with BEGIN in front of them when
+// the transaction has not begun.
+func (t *pgxTx) Pipeline(ctx context.Context, stmts ...dialect.Statement) error {
 	if t.done {
 		return errTxDone
 	}
+	b := batchOf(stmts...)
 	if t.tx != nil || t.pending != nil {
 		q, err := t.ready(ctx)
 		if err != nil {
 			return err
 		}
-		return q.sendBatch(ctx, b)
+		return sendBatch(ctx, q.q, b)
 	}
 	withBegin := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(b.QueuedQueries)+1)}
 	withBegin.BeginTx(t.opts)
@@ -143,17 +136,18 @@ func (t *pgxTxn) sendBatch(ctx context.Context, b *pgx.Batch) error {
 	return err
 }
 
-// deferUntilCommit holds the completing statement back for Commit.
-func (t *pgxTxn) deferUntilCommit(sql string, args []any) bool {
+// DeferToCommit holds the completing statement back for Commit. It declines
+// before BEGIN was sent and when a statement is already held.
+func (t *pgxTx) DeferToCommit(stmt dialect.Statement) bool {
 	if t.done || t.tx == nil || t.pending != nil {
 		return false
 	}
-	t.pending = &step{sql: sql, args: args}
+	t.pending = &stmt
 	return true
 }
 
 // Native returns the pgx transaction for the caller's statements.
-func (t *pgxTxn) Native() pgx.Tx {
+func (t *pgxTx) Native() pgx.Tx {
 	if t.native == nil {
 		t.native = &nativeTx{Tx: closedTx}
 	}
@@ -169,7 +163,7 @@ func (t *pgxTxn) Native() pgx.Tx {
 }
 
 // Commit commits, sending a held-back completion in the same round trip.
-func (t *pgxTxn) Commit(ctx context.Context) error {
+func (t *pgxTx) Commit(ctx context.Context) error {
 	if t.done {
 		return errTxDone
 	}
@@ -188,7 +182,7 @@ func (t *pgxTxn) Commit(ctx context.Context) error {
 	b := batchOf(*p)
 	var tag pgconn.CommandTag
 	b.Queue("commit").Exec(func(ct pgconn.CommandTag) error { tag = ct; return nil })
-	err := t.tx.SendBatch(ctx, b).Close()
+	err := sendBatch(ctx, t.tx, b)
 	if err == nil && tag.String() == "ROLLBACK" {
 		err = pgx.ErrTxCommitRollback
 	}
@@ -204,7 +198,7 @@ func (t *pgxTxn) Commit(ctx context.Context) error {
 }
 
 // Rollback rolls back; it does nothing after Commit or Rollback.
-func (t *pgxTxn) Rollback(ctx context.Context) error {
+func (t *pgxTx) Rollback(ctx context.Context) error {
 	if t.done {
 		return nil
 	}
@@ -221,7 +215,7 @@ func (t *pgxTxn) Rollback(ctx context.Context) error {
 
 // finish ends the transaction's use of the connection and closes what
 // Native handed out.
-func (t *pgxTxn) finish() {
+func (t *pgxTx) finish() {
 	t.done = true
 	t.pending = nil
 	if t.native != nil {

@@ -3,10 +3,8 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"sync"
 
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dialect"
 )
 
@@ -14,7 +12,8 @@ import (
 // prepared (sqlite3_prepare_v2), runs it once and finalizes it. The
 // dialect's statements run on every request, so the driver keeps them
 // prepared: one *sql.Stmt per statement, which database/sql prepares once on
-// each connection and reuses inside transactions (Tx.StmtContext).
+// each connection and reuses inside transactions (Tx.StmtContext). The
+// driver's transactions and pool are dialect.Preparers.
 //
 // A statement is prepared on the pool, never while the caller holds a
 // connection: with a pool of one connection, preparing there would wait for
@@ -78,58 +77,54 @@ func (c *stmtCache) prepareWanted(ctx context.Context) {
 	}
 }
 
-// txQueryer runs statements in a transaction of this driver, the dialect's
-// own through prepared statements.
-type txQueryer struct {
-	idem.Tx
+// txPreparer runs statements in one transaction, a dialect's own through
+// prepared statements.
+type txPreparer struct {
+	dialect.Queryer
 	tx    *sql.Tx
 	cache *stmtCache
 }
 
-// preparer is what the dialect looks for to run its statements prepared.
-type preparer interface {
-	execPrepared(ctx context.Context, query string, args ...any) (int64, error)
-	queryPrepared(ctx context.Context, query string, args ...any) (dialect.Rows, error)
-}
+var _ dialect.Preparer = txPreparer{}
 
-var _ preparer = txQueryer{}
-
-func (q txQueryer) execPrepared(ctx context.Context, query string, args ...any) (int64, error) {
+// ExecPrepared runs query prepared when it already is, else as it is.
+func (q txPreparer) ExecPrepared(ctx context.Context, query string, args ...any) (int64, error) {
 	s := q.cache.get(query)
 	if s == nil {
 		return q.Exec(ctx, query, args...)
 	}
 	res, err := q.tx.StmtContext(ctx, s).ExecContext(ctx, args...)
 	if err != nil {
-		return 0, txDone(err)
+		return 0, dialect.SQLTxDone(err)
 	}
 	return res.RowsAffected()
 }
 
-func (q txQueryer) queryPrepared(ctx context.Context, query string, args ...any) (dialect.Rows, error) {
+// QueryPrepared runs query prepared when it already is, else as it is.
+func (q txPreparer) QueryPrepared(ctx context.Context, query string, args ...any) (dialect.Rows, error) {
 	s := q.cache.get(query)
 	if s == nil {
 		return q.Query(ctx, query, args...)
 	}
 	rows, err := q.tx.StmtContext(ctx, s).QueryContext(ctx, args...)
 	if err != nil {
-		return nil, txDone(err)
+		return nil, dialect.SQLTxDone(err)
 	}
 	return rows, nil
 }
 
-// poolQueryer runs statements on the pool, the dialect's own (lookups)
+// poolPreparer runs statements on the pool, a dialect's own (lookups)
 // through prepared statements. No connection is held here, so a statement
 // noted as wanted is prepared on the spot: with Config.ReadFirst, replays
 // run only lookups and never reach a Begin.
-type poolQueryer struct {
-	idem.Tx
+type poolPreparer struct {
+	dialect.Queryer
 	cache *stmtCache
 }
 
-var _ preparer = poolQueryer{}
+var _ dialect.Preparer = poolPreparer{}
 
-func (q poolQueryer) prepared(ctx context.Context, query string) *sql.Stmt {
+func (q poolPreparer) prepared(ctx context.Context, query string) *sql.Stmt {
 	if s := q.cache.get(query); s != nil {
 		return s
 	}
@@ -137,7 +132,8 @@ func (q poolQueryer) prepared(ctx context.Context, query string) *sql.Stmt {
 	return q.cache.get(query)
 }
 
-func (q poolQueryer) execPrepared(ctx context.Context, query string, args ...any) (int64, error) {
+// ExecPrepared runs query prepared.
+func (q poolPreparer) ExecPrepared(ctx context.Context, query string, args ...any) (int64, error) {
 	s := q.prepared(ctx, query)
 	if s == nil {
 		return q.Exec(ctx, query, args...)
@@ -149,50 +145,11 @@ func (q poolQueryer) execPrepared(ctx context.Context, query string, args ...any
 	return res.RowsAffected()
 }
 
-func (q poolQueryer) queryPrepared(ctx context.Context, query string, args ...any) (dialect.Rows, error) {
+// QueryPrepared runs query prepared.
+func (q poolPreparer) QueryPrepared(ctx context.Context, query string, args ...any) (dialect.Rows, error) {
 	s := q.prepared(ctx, query)
 	if s == nil {
 		return q.Query(ctx, query, args...)
 	}
 	return s.QueryContext(ctx, args...)
-}
-
-// txDone marks database/sql's finished-transaction error with its meaning.
-func txDone(err error) error {
-	if errors.Is(err, sql.ErrTxDone) {
-		return dialect.Classified(dialect.ErrTxDone, err)
-	}
-	return err
-}
-
-// txn is the transaction Driver.Begin returns.
-type txn struct {
-	*idem.SQLTxn
-	q txQueryer
-}
-
-var _ dialect.Txn[*sql.Tx] = txn{}
-
-func (t txn) execPrepared(ctx context.Context, query string, args ...any) (int64, error) {
-	return t.q.execPrepared(ctx, query, args...)
-}
-
-func (t txn) queryPrepared(ctx context.Context, query string, args ...any) (dialect.Rows, error) {
-	return t.q.queryPrepared(ctx, query, args...)
-}
-
-// exec runs one of the dialect's statements, prepared when q can.
-func exec(ctx context.Context, q dialect.Queryer, query string, args ...any) (int64, error) {
-	if p, ok := q.(preparer); ok {
-		return p.execPrepared(ctx, query, args...)
-	}
-	return q.Exec(ctx, query, args...)
-}
-
-// query runs one of the dialect's queries, prepared when q can.
-func query(ctx context.Context, q dialect.Queryer, query string, args ...any) (dialect.Rows, error) {
-	if p, ok := q.(preparer); ok {
-		return p.queryPrepared(ctx, query, args...)
-	}
-	return q.Query(ctx, query, args...)
 }

@@ -2,16 +2,6 @@ package dialect
 
 import "sync"
 
-// CloseRows closes rows after reading and returns the error that ended the
-// iteration, if there was one, else Close's.
-func CloseRows(rows Rows) error {
-	if err := rows.Err(); err != nil {
-		rows.Close()
-		return err
-	}
-	return rows.Close()
-}
-
 // Statements builds a dialect's statement text once per table and keeps it,
 // so no request rebuilds it. It is safe for concurrent use.
 type Statements[S any] struct {

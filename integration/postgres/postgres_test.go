@@ -12,9 +12,9 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/idemkit/idem/conformance"
-	"github.com/idemkit/idem/conformance/containers"
 	"github.com/idemkit/idem/dialect"
 	"github.com/idemkit/idem/idemhttp/idemhttptest"
+	"github.com/idemkit/idem/integration/containers"
 	"github.com/idemkit/idem/postgres"
 )
 
@@ -70,7 +70,7 @@ func TestConformancePgx(t *testing.T) {
 				Name: "postgres/pgx/" + l.name,
 				Open: func(t *testing.T) dialect.Driver[pgx.Tx] {
 					pool, _ := connect(t)
-					d, err := postgres.New(pool, postgres.Options{Isolation: l.level})
+					d, err := postgres.New(t.Context(), pool, postgres.Options{Isolation: l.level})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -88,7 +88,7 @@ func TestConformanceDatabaseSQL(t *testing.T) {
 				Name: "postgres/database-sql/" + l.name,
 				Open: func(t *testing.T) dialect.Driver[*sql.Tx] {
 					_, db := connect(t)
-					d, err := postgres.NewSQL(db, postgres.Options{Isolation: l.level})
+					d, err := postgres.NewSQL(t.Context(), db, postgres.Options{Isolation: l.level})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -107,7 +107,7 @@ func TestHTTP(t *testing.T) {
 			Name: "postgres/pgx",
 			Open: func(t *testing.T) dialect.Driver[pgx.Tx] {
 				pool, _ := connect(t)
-				d, err := postgres.New(pool, postgres.Options{})
+				d, err := postgres.New(t.Context(), pool, postgres.Options{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -120,7 +120,7 @@ func TestHTTP(t *testing.T) {
 			Name: "postgres/database-sql",
 			Open: func(t *testing.T) dialect.Driver[*sql.Tx] {
 				_, db := connect(t)
-				d, err := postgres.NewSQL(db, postgres.Options{})
+				d, err := postgres.NewSQL(t.Context(), db, postgres.Options{})
 				if err != nil {
 					t.Fatal(err)
 				}

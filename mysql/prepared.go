@@ -5,13 +5,13 @@ import (
 	"database/sql"
 	"sync"
 
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dialect"
 )
 
-// poolQueryer runs statements outside any transaction. The dialect's own
-// queries there (lookups, which Config.ReadFirst runs for every request) go
-// as server-side prepared statements: prepared once per connection by
+// poolQueryer runs statements outside any transaction. It is a
+// dialect.Preparer: the dialect's own queries there (lookups, which
+// Config.ReadFirst runs for every request) go as server-side prepared
+// statements: prepared once per connection by
 // database/sql, then one round trip each (COM_STMT_EXECUTE) that the server
 // need not parse again, which inlined text cannot avoid. Inside
 // transactions statements stay inlined: a transaction's connection is not
@@ -19,7 +19,7 @@ import (
 // new connection a transaction lands on, and sql.Tx.StmtContext re-prepares
 // whenever the connection differs.
 type poolQueryer struct {
-	idem.Tx
+	dialect.Queryer
 	db *sql.DB
 
 	mu    sync.Mutex
@@ -27,15 +27,30 @@ type poolQueryer struct {
 }
 
 func newPoolQueryer(db *sql.DB) (*poolQueryer, error) {
-	q, err := idem.SQL(db)
+	q, err := dialect.NewSQLQueryer(db)
 	if err != nil {
 		return nil, err
 	}
-	return &poolQueryer{Tx: q, db: db, stmts: map[string]*sql.Stmt{}}, nil
+	return &poolQueryer{Queryer: q, db: db, stmts: map[string]*sql.Stmt{}}, nil
 }
 
-// queryPrepared runs one of the dialect's queries as a prepared statement.
-func (p *poolQueryer) queryPrepared(ctx context.Context, query string, args ...any) (dialect.Rows, error) {
+var _ dialect.Preparer = (*poolQueryer)(nil)
+
+// ExecPrepared runs a statement as a prepared statement.
+func (p *poolQueryer) ExecPrepared(ctx context.Context, query string, args ...any) (int64, error) {
+	s, err := p.prepared(ctx, query)
+	if err != nil {
+		return 0, err
+	}
+	res, err := s.ExecContext(ctx, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// QueryPrepared runs one of the dialect's queries as a prepared statement.
+func (p *poolQueryer) QueryPrepared(ctx context.Context, query string, args ...any) (dialect.Rows, error) {
 	s, err := p.prepared(ctx, query)
 	if err != nil {
 		return nil, err

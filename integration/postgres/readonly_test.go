@@ -21,7 +21,7 @@ func TestClaimInReadOnlyTransaction(t *testing.T) {
 	pool, db := connect(t)
 	req := idem.Request{Scope: "s", Key: "ro", Fingerprint: idem.FingerprintRequest("POST", "/", nil)}
 
-	native, err := postgres.New(pool, postgres.Options{})
+	native, err := postgres.New(ctx, pool, postgres.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func TestClaimInReadOnlyTransaction(t *testing.T) {
 	if err := store.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { pool.Exec(context.Background(), "DROP TABLE idem_readonly_test") })
+	t.Cleanup(func() { pool.Exec(context.Background(), "DROP TABLE idem_readonly_test, idem_readonly_test_schema") })
 
 	tx, err := pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
@@ -44,7 +44,7 @@ func TestClaimInReadOnlyTransaction(t *testing.T) {
 		t.Fatalf("pgx: Claim in a read-only transaction: %v, want ErrBadTx and ErrReadOnly", err)
 	}
 
-	viaSQL, err := postgres.NewSQL(db, postgres.Options{})
+	viaSQL, err := postgres.NewSQL(ctx, db, postgres.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,17 +68,18 @@ func TestClaimInReadOnlyTransaction(t *testing.T) {
 
 // The driver constructors refuse what they cannot work with.
 func TestNewRefusesBadInput(t *testing.T) {
-	if _, err := postgres.New(nil, postgres.Options{}); !errors.Is(err, idem.ErrInvalidConfig) {
+	ctx := t.Context()
+	if _, err := postgres.New(ctx, nil, postgres.Options{}); !errors.Is(err, idem.ErrInvalidConfig) {
 		t.Errorf("New(nil): %v, want ErrInvalidConfig", err)
 	}
-	if _, err := postgres.NewSQL(nil, postgres.Options{}); !errors.Is(err, idem.ErrInvalidConfig) {
+	if _, err := postgres.NewSQL(ctx, nil, postgres.Options{}); !errors.Is(err, idem.ErrInvalidConfig) {
 		t.Errorf("NewSQL(nil): %v, want ErrInvalidConfig", err)
 	}
 	pool, db := connect(t)
-	if _, err := postgres.New(pool, postgres.Options{Isolation: sql.LevelSnapshot}); !errors.Is(err, idem.ErrInvalidConfig) {
+	if _, err := postgres.New(ctx, pool, postgres.Options{Isolation: sql.LevelSnapshot}); !errors.Is(err, idem.ErrInvalidConfig) {
 		t.Errorf("New with snapshot isolation: %v, want ErrInvalidConfig", err)
 	}
-	if _, err := postgres.NewSQL(db, postgres.Options{Isolation: sql.LevelLinearizable}); !errors.Is(err, idem.ErrInvalidConfig) {
+	if _, err := postgres.NewSQL(ctx, db, postgres.Options{Isolation: sql.LevelLinearizable}); !errors.Is(err, idem.ErrInvalidConfig) {
 		t.Errorf("NewSQL with linearizable isolation: %v, want ErrInvalidConfig", err)
 	}
 }

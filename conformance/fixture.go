@@ -1,0 +1,205 @@
+package conformance
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/dialect"
+)
+
+// The harness both of idem's suites (this one and idemhttp/idemhttptest)
+// build on, exported for suites of your own: a Backend, cases run as
+// parallel subtests, and a Fixture per case.
+
+// Backend is what a dialect's tests hand to a suite.
+type Backend[TTx any] struct {
+	// Name appears in every failure message ("postgres/pgx/serializable").
+	Name string
+	// Open returns the driver one test runs on. Tests may share a database:
+	// each creates and drops its own tables. Open may call t.Skip or t.Fatal.
+	Open func(t *testing.T) dialect.Driver[TTx]
+}
+
+// Case is one test of a suite.
+type Case[TTx any] struct {
+	Name string
+	Run  func(t *testing.T, b Backend[TTx])
+}
+
+// RunCases runs cases against b as parallel subtests of t.
+func RunCases[TTx any](t *testing.T, b Backend[TTx], cases []Case[TTx]) {
+	t.Helper()
+	if b.Open == nil {
+		t.Fatalf("conformance: Backend %q has no Open", b.Name)
+	}
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			t.Parallel()
+			c.Run(t, b)
+		})
+	}
+}
+
+// CaseTimeout bounds every case's context, so a backend that hangs fails
+// instead.
+const CaseTimeout = 2 * time.Minute
+
+// DefaultWaitBound is the store's wait bound in a fixture whose Config sets
+// none: generous, since -race on two cores is slow, and short of
+// CaseTimeout.
+const DefaultWaitBound = 20 * time.Second
+
+// Fixture is one case's world on a backend: a driver, a store on a fresh
+// table of its own (migrated, and dropped when the case ends), and a context
+// bounded by CaseTimeout. Its failure messages name the backend and the key.
+type Fixture[TTx any] struct {
+	T *testing.T
+	// Backend is the Backend's Name.
+	Backend string
+	Ctx     context.Context
+	Driver  dialect.Driver[TTx]
+	Store   *idem.Store[TTx]
+	// Table is the store's table.
+	Table string
+}
+
+// FixtureOptions change a fixture.
+type FixtureOptions[TTx any] struct {
+	// Config is the store's configuration. Its Table is set by the
+	// fixture; a zero WaitBound becomes DefaultWaitBound.
+	Config idem.Config
+	// Wrap, when set, wraps the backend's driver before the store is made
+	// (a fault injector, a tracer).
+	Wrap func(dialect.Driver[TTx]) dialect.Driver[TTx]
+}
+
+var tableSeq atomic.Int64
+
+// tablePrefix keeps the tables of concurrent test binaries on one server
+// apart.
+var tablePrefix = func() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return "idemt_" + hex.EncodeToString(b)
+}()
+
+// NewFixture opens the backend, makes a store on a fresh table and migrates
+// it (twice: Migrate must be idempotent). The migration runs on the
+// backend's own driver, so a Wrap that injects faults meets only the case's
+// transactions.
+func NewFixture[TTx any](t *testing.T, b Backend[TTx], o FixtureOptions[TTx]) *Fixture[TTx] {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), CaseTimeout)
+	t.Cleanup(cancel)
+	d := b.Open(t)
+	f := &Fixture[TTx]{T: t, Backend: b.Name, Ctx: ctx, Driver: d}
+	f.Table = fmt.Sprintf("%s_%d", tablePrefix, tableSeq.Add(1))
+	cfg := o.Config
+	cfg.Table = f.Table
+	if cfg.WaitBound == 0 {
+		cfg.WaitBound = DefaultWaitBound
+	}
+	store, err := idem.New(d, cfg)
+	if err != nil {
+		t.Fatalf("[%s] idem.New: %v", b.Name, err)
+	}
+	f.dropAtCleanup(f.Table, f.Table+"_schema")
+	for range 2 {
+		if err := store.Migrate(ctx); err != nil {
+			t.Fatalf("[%s] Migrate: %v", b.Name, err)
+		}
+	}
+	if o.Wrap != nil {
+		f.Driver = o.Wrap(d)
+		if store, err = idem.New(f.Driver, cfg); err != nil {
+			t.Fatalf("[%s] idem.New on the wrapped driver: %v", b.Name, err)
+		}
+	}
+	f.Store = store
+	return f
+}
+
+// dropAtCleanup drops tables when the case ends, in the order given.
+func (f *Fixture[TTx]) dropAtCleanup(tables ...string) {
+	f.T.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for _, name := range tables {
+			if _, err := f.Driver.Pool().Exec(ctx, "DROP TABLE IF EXISTS "+name); err != nil {
+				f.T.Errorf("[%s] drop %s: %v", f.Backend, name, err)
+			}
+		}
+	})
+}
+
+// CreateTable creates the table <Table>_<suffix> with the given column
+// definitions, dropped when the case ends, and returns its name. Cases keep
+// their effects (a user's order rows, say) in such a table.
+func (f *Fixture[TTx]) CreateTable(suffix, columns string) string {
+	f.T.Helper()
+	name := f.Table + "_" + suffix
+	f.Exec(f.Driver.Pool(), "CREATE TABLE "+name+" ("+columns+")")
+	f.dropAtCleanup(name)
+	return name
+}
+
+// Fatalf fails the case, naming the backend and the key.
+func (f *Fixture[TTx]) Fatalf(key, format string, args ...any) {
+	f.T.Helper()
+	f.T.Fatalf("[%s] key %q: %s", f.Backend, key, fmt.Sprintf(format, args...))
+}
+
+// Errorf reports a failure, naming the backend and the key, and goes on.
+func (f *Fixture[TTx]) Errorf(key, format string, args ...any) {
+	f.T.Helper()
+	f.T.Errorf("[%s] key %q: %s", f.Backend, key, fmt.Sprintf(format, args...))
+}
+
+// Exec runs a statement on q, failing the case on error.
+func (f *Fixture[TTx]) Exec(q dialect.Queryer, stmt string) {
+	f.T.Helper()
+	if _, err := q.Exec(f.Ctx, stmt); err != nil {
+		f.T.Fatalf("[%s] %s: %v", f.Backend, stmt, err)
+	}
+}
+
+// Count runs a query returning one integer on the pool.
+func (f *Fixture[TTx]) Count(query string) int64 {
+	f.T.Helper()
+	rows, err := f.Driver.Pool().Query(f.Ctx, query)
+	if err != nil {
+		f.T.Fatalf("[%s] %s: %v", f.Backend, query, err)
+	}
+	defer rows.Close()
+	var n int64
+	if !rows.Next() {
+		f.T.Fatalf("[%s] %s: no row (%v)", f.Backend, query, rows.Err())
+	}
+	if err := rows.Scan(&n); err != nil {
+		f.T.Fatalf("[%s] %s: %v", f.Backend, query, err)
+	}
+	return n
+}
+
+// Records counts the rows of the store's table, expired or not.
+func (f *Fixture[TTx]) Records() int64 {
+	f.T.Helper()
+	return f.Count("SELECT COUNT(*) FROM " + f.Table)
+}
+
+// Begin starts a transaction through the driver, for cases that drive
+// Store.Claim themselves.
+func (f *Fixture[TTx]) Begin() dialect.Tx[TTx] {
+	f.T.Helper()
+	tx, err := f.Driver.Begin(f.Ctx, dialect.BeginOptions{WaitBound: f.Store.Config().WaitBound})
+	if err != nil {
+		f.T.Fatalf("[%s] Begin: %v", f.Backend, err)
+	}
+	return tx
+}

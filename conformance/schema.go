@@ -1,0 +1,131 @@
+package conformance
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/dialect"
+)
+
+// freshStore makes a store on a table of its own that nothing has
+// migrated, dropped (with its version table) when the case ends.
+func (e *env[TTx]) freshStore(suffix string) (*idem.Store[TTx], dialect.Table) {
+	e.T.Helper()
+	name := e.Table + "_" + suffix
+	table, err := dialect.NewTable(name)
+	if err != nil {
+		e.T.Fatalf("[%s] table %s: %v", e.Backend, name, err)
+	}
+	cfg := e.Store.Config()
+	cfg.Table = name
+	store, err := idem.New(e.Driver, cfg)
+	if err != nil {
+		e.T.Fatalf("[%s] idem.New: %v", e.Backend, err)
+	}
+	e.dropAtCleanup(name, table.Index("schema"))
+	return store, table
+}
+
+// testMigrateUpgradesUnversioned: a table made by an earlier version (the
+// first migration's DDL, run by hand, with no version recorded) and holding
+// records is upgraded in place: Migrate records it as version 1 and applies
+// what follows, and every record still replays and blocks as before.
+func testMigrateUpgradesUnversioned[TTx any](t *testing.T, b Backend[TTx]) {
+	e := setup(t, b, idem.Config{})
+	store, table := e.freshStore("legacy")
+	schema := e.Driver.Dialect().Schema(table)
+	if len(schema.Migrations) == 0 {
+		e.T.Fatalf("[%s] the dialect's schema has no migration", e.Backend)
+	}
+	for _, stmt := range schema.Migrations[0].Statements {
+		e.Exec(e.Driver.Pool(), stmt)
+	}
+	done := request("legacy-done", "x")
+	e.do(store, done, e.work("legacy-done", created("kept")))
+	pending := request("legacy-pending", "x")
+	tx := e.Begin()
+	if c, err := store.Claim(e.Ctx, tx.Native(), pending); err != nil || c.Outcome != idem.Won {
+		tx.Rollback(e.Ctx)
+		e.Fatalf(pending.Key, "Claim: %+v, %v", c, err)
+	}
+	if err := tx.Commit(e.Ctx); err != nil {
+		e.Fatalf(pending.Key, "commit of a claim left pending: %v", err)
+	}
+
+	if err := store.Migrate(e.Ctx); err != nil {
+		e.Fatalf("", "Migrate of a table an earlier version made: %v", err)
+	}
+	v, err := store.Version(e.Ctx)
+	if err != nil || v.Current != v.Latest || v.Latest != len(schema.Migrations) {
+		e.Fatalf("", "Version after the upgrade: %+v, %v, want the latest, %d", v, err, len(schema.Migrations))
+	}
+	if r := e.do(store, done, e.work("legacy-done", created("again"))); r.Outcome != idem.Replay || string(r.Response.Body) != "kept" {
+		e.Fatalf(done.Key, "after the upgrade: %v %q, want a replay of the stored answer", r.Outcome, r.Response.Body)
+	}
+	if r := e.do(store, pending, e.work("legacy-pending", created("x"))); r.Outcome != idem.InFlight {
+		e.Fatalf(pending.Key, "after the upgrade: %v, want in-flight (the pending record survived)", r.Outcome)
+	}
+	if r := e.do(store, request("legacy-new", "x"), e.work("legacy-new", created("new"))); r.Outcome != idem.Won || !r.Committed {
+		e.Fatalf("legacy-new", "a new key after the upgrade: %v, want won", r.Outcome)
+	}
+	if n := e.effectCount("legacy-done"); n != 1 {
+		e.Fatalf(done.Key, "effects = %d, want 1", n)
+	}
+}
+
+// testMigrateRefusesNewer: a database whose recorded version is newer than
+// the code's is refused, so an old binary never writes to a schema it does
+// not know.
+func testMigrateRefusesNewer[TTx any](t *testing.T, b Backend[TTx]) {
+	e := setup(t, b, idem.Config{})
+	schema := e.Driver.Dialect().Schema(mustTable(e, e.Table))
+	next := len(schema.Migrations) + 1
+	if _, err := e.Driver.Pool().Exec(e.Ctx, schema.RecordVersion, next, "from_the_future"); err != nil {
+		e.Fatalf("", "record version %d: %v", next, err)
+	}
+	err := e.Store.Migrate(e.Ctx)
+	if !errors.Is(err, idem.ErrSchemaNewer) {
+		e.Fatalf("", "Migrate of a database at version %d (code knows %d) = %v, want ErrSchemaNewer", next, next-1, err)
+	}
+	if _, err := e.Store.Version(e.Ctx); !errors.Is(err, idem.ErrSchemaNewer) {
+		e.Fatalf("", "Version of a newer database = %v, want ErrSchemaNewer", err)
+	}
+}
+
+// testMigrateConcurrently: several processes migrating one fresh table at
+// once all succeed, and every version is applied exactly once.
+func testMigrateConcurrently[TTx any](t *testing.T, b Backend[TTx]) {
+	const n = 6
+	e := setup(t, b, idem.Config{})
+	store, table := e.freshStore("racing")
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() { errs[i] = store.Migrate(e.Ctx) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			e.Errorf("", "Migrate %d of %d at once: %v", i+1, n, err)
+		}
+	}
+	latest := len(e.Driver.Dialect().Schema(table).Migrations)
+	if got := e.Count("SELECT COUNT(*) FROM " + table.Index("schema")); got != int64(latest) {
+		e.Fatalf("", "%d versions recorded after %d concurrent migrations, want %d (each once)", got, n, latest)
+	}
+	if r := e.do(store, request("raced", "x"), e.work("raced", created("ok"))); r.Outcome != idem.Won {
+		e.Fatalf("raced", "Do on the migrated table: %v, want won", r.Outcome)
+	}
+}
+
+func mustTable[TTx any](e *env[TTx], name string) dialect.Table {
+	e.T.Helper()
+	table, err := dialect.NewTable(name)
+	if err != nil {
+		e.T.Fatalf("[%s] %v", e.Backend, fmt.Errorf("table %s: %w", name, err))
+	}
+	return table
+}

@@ -1,0 +1,7 @@
+// Package integration holds idem's tests against real database servers in
+// containers (github.com/testcontainers/testcontainers-go), in a module of
+// their own so that a service importing idem never gets testcontainers,
+// moby or containerd in its module graph. Package containers starts the
+// servers; the directories beside it run the conformance and HTTP suites,
+// and the backend-specific tests, on PostgreSQL and MySQL/MariaDB.
+package integration

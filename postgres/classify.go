@@ -1,0 +1,110 @@
+package postgres
+
+import (
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/idemkit/idem/dialect"
+)
+
+// SQLSTATE codes the dialect maps (see PostgreSQL's errcodes appendix).
+const (
+	uniqueViolation            = "23505"
+	serializationFailure       = "40001"
+	statementCompletionUnknown = "40003" // CockroachDB: the COMMIT may or may not have happened
+	deadlockDetected           = "40P01"
+	lockNotAvailable           = "55P03"
+	queryCanceled              = "57014"
+	adminShutdown              = "57P01"
+	crashShutdown              = "57P02"
+	cannotConnectNow           = "57P03"
+	readOnlyTransaction        = "25006"
+	inFailedTransaction        = "25P02"
+	characterNotInRepertoire   = "22021"
+	untranslatableCharacter    = "22P05"
+	programLimitExceeded       = "54000"
+	// notClaimedCode is the SQLSTATE the guarded completion raises when it
+	// updated no row (a division by a count of zero).
+	notClaimedCode = "22012"
+)
+
+// Classify maps SQLSTATE codes, pgx's closed-transaction error and lost
+// connections to the dialect meanings.
+func (*Dialect) Classify(err error) error {
+	if err == nil || dialect.IsClassified(err) {
+		return err
+	}
+	if errors.Is(err, pgx.ErrTxClosed) {
+		return dialect.Classified(dialect.ErrTxDone, err)
+	}
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		var ce *pgconn.ConnectError
+		if errors.As(err, &ce) || dialect.ConnectionLost(err) {
+			return dialect.Classified(dialect.ErrUnavailable, err)
+		}
+		return err
+	}
+	switch {
+	case pe.Code == uniqueViolation:
+		return dialect.Classified(dialect.ErrUniqueViolation, err)
+	case pe.Code == serializationFailure:
+		return dialect.Classified(dialect.ErrSerialization, err)
+	case pe.Code == deadlockDetected:
+		return dialect.Classified(dialect.ErrDeadlock, err)
+	case pe.Code == statementCompletionUnknown:
+		return dialect.Classified(dialect.ErrCommitUnknown, err)
+	case pe.Code == lockNotAvailable, pe.Code == queryCanceled:
+		// 57014 is statement_timeout or a cancel; a cancelled context is
+		// told apart by the caller's ctx.Err().
+		return dialect.Classified(dialect.ErrLockTimeout, err)
+	case pe.Code == adminShutdown, pe.Code == crashShutdown, pe.Code == cannotConnectNow,
+		len(pe.Code) == 5 && pe.Code[:2] == "08": // connection exceptions
+		return dialect.Classified(dialect.ErrUnavailable, err)
+	case pe.Code == readOnlyTransaction:
+		return dialect.Classified(dialect.ErrReadOnly, err)
+	case pe.Code == inFailedTransaction:
+		return dialect.Classified(dialect.ErrBadTx, err)
+	case pe.Code == characterNotInRepertoire, pe.Code == untranslatableCharacter:
+		return dialect.Classified(dialect.ErrInvalidValue, err)
+	case pe.Code == programLimitExceeded:
+		return dialect.Classified(dialect.ErrTooLarge, err)
+	}
+	return err
+}
+
+// commitError classifies an error from COMMIT: a server error or one raised
+// before anything was sent is a known failure; anything else (the
+// connection broke after COMMIT left, or a COMMIT in flight was
+// interrupted) leaves the outcome unknown.
+func commitError(err error) error {
+	if err == nil {
+		return nil
+	}
+	// pgconn.SafeToRetry cannot tell here: once the connection is gone pgx
+	// reports even an answer lost after COMMIT left as safe to retry.
+	// Without the server's answer the outcome is unknown.
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		if pe.Code == statementCompletionUnknown {
+			return dialect.Classified(dialect.ErrCommitUnknown, err)
+		}
+		return err
+	}
+	if errors.Is(err, pgx.ErrTxCommitRollback) || errors.Is(err, pgx.ErrTxClosed) || dialect.IsClassified(err) {
+		return err
+	}
+	return dialect.Classified(dialect.ErrCommitUnknown, err)
+}
+
+// completionError turns the guarded completion's failure into
+// ErrNotClaimed.
+func completionError(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == notClaimedCode {
+		return dialect.Classified(dialect.ErrNotClaimed, err)
+	}
+	return err
+}

@@ -1,0 +1,98 @@
+package postgres
+
+import (
+	"embed"
+
+	"github.com/idemkit/idem/dialect"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// setLockTimeout saves the transaction's lock_timeout in a custom setting
+// and sets the claim's wait bound, both for this transaction only.
+const setLockTimeout = `SELECT set_config('idem.saved_lock_timeout', current_setting('lock_timeout'), true),
+	set_config('lock_timeout', $1, true)`
+
+// restoreLockTimeout puts the caller's lock_timeout back after the claim.
+const restoreLockTimeout = `SELECT set_config('lock_timeout', current_setting('idem.saved_lock_timeout'), true)`
+
+// statements is the SQL for one table.
+type statements struct {
+	schema                                     dialect.Schema
+	claim, takeover, complete, completeGuarded string
+	read, peek, purge                          string
+}
+
+func newStatements(t dialect.Table) *statements {
+	n := `"` + t.Name() + `"`
+	versions := `"` + t.Index("schema") + `"`
+	const now = `COALESCE($4::timestamptz, statement_timestamp())`
+	const readNow = `COALESCE($3::timestamptz, statement_timestamp())`
+	const columns = `scope, idem_key, fingerprint, status, header, body, created_at, expires_at`
+	read := `SELECT ` + columns + `, expires_at <= ` + readNow + ` FROM ` + n + ` WHERE scope = $1 AND idem_key = $2`
+	// $7 now (NULL: the database's clock), $8 retention in microseconds:
+	// a completed record lives the retention after its completion.
+	complete := `UPDATE ` + n + ` SET status = $1, header = $2, body = $3,
+	expires_at = COALESCE($7::timestamptz, statement_timestamp()) + $8::bigint * interval '1 microsecond'
+WHERE scope = $4 AND idem_key = $5 AND fingerprint = $6 AND status IS NULL`
+	return &statements{
+		schema: dialect.Schema{
+			Migrations: dialect.MustLoadMigrations(migrations, "migrations", t),
+			// A transaction-scoped advisory lock on the table's name:
+			// migrations of one table run one at a time across processes.
+			Lock: `SELECT 1 FROM (SELECT pg_advisory_xact_lock(hashtext('idem migrate ` + t.Name() + `'))) l`,
+			CreateVersionTable: `CREATE TABLE IF NOT EXISTS ` + versions + ` (
+	version    integer     PRIMARY KEY,
+	name       text        NOT NULL,
+	applied_at timestamptz NOT NULL DEFAULT statement_timestamp()
+)`,
+			ReadVersion:   `SELECT max(version) FROM ` + versions,
+			RecordVersion: `INSERT INTO ` + versions + ` (version, name) VALUES ($1, $2)`,
+		},
+
+		// $1 scope, $2 key, $3 fingerprint, $4 now (NULL: the database's
+		// clock), $5 retention in microseconds, $6 the wait bound.
+		//
+		// The subqueries save the caller's lock_timeout and set the wait
+		// bound before the row is inserted, so a wait for a transaction
+		// holding the key is bounded (OFFSET 0 keeps them from being
+		// merged into the outer query). RETURNING, evaluated only for the
+		// inserted row, restores it; after a conflict peek does.
+		claim: `INSERT INTO ` + n + ` (scope, idem_key, fingerprint, created_at, expires_at)
+SELECT $1::text, $2::text, $3::bytea, ` + now + `, ` + now + ` + $5::bigint * interval '1 microsecond'
+FROM (SELECT set_config('lock_timeout', $6, true)
+	FROM (SELECT set_config('idem.saved_lock_timeout', current_setting('lock_timeout'), true) OFFSET 0) saved
+	OFFSET 0) bounded
+ON CONFLICT (scope, idem_key) DO NOTHING
+RETURNING set_config('lock_timeout', current_setting('idem.saved_lock_timeout'), true)`,
+
+		takeover: `UPDATE ` + n + ` SET fingerprint = $3, status = NULL, header = NULL, body = NULL,
+	created_at = ` + now + `, expires_at = ` + now + ` + $5::bigint * interval '1 microsecond'
+WHERE scope = $1 AND idem_key = $2 AND expires_at <= ` + now + `
+RETURNING true`,
+
+		complete: complete,
+
+		// The same UPDATE, made to fail when it updated no row, so a
+		// pipeline that sends COMMIT after it stops before the COMMIT.
+		completeGuarded: `WITH completed AS (` + complete + ` RETURNING 1)
+SELECT 1 / count(*) FROM completed`,
+
+		// $1 scope, $2 key, $3 now.
+		read: read,
+
+		// After a claim that lost: restores the caller's lock_timeout and
+		// reads the record the claim lost to. $1 scope, $2 key, $3 now.
+		// Always one row; NULLs when there is no record.
+		peek: `SELECT r.scope, r.idem_key, r.fingerprint, r.status, r.header, r.body, r.created_at, r.expires_at,
+	r.expires_at <= ` + readNow + `
+FROM (SELECT set_config('lock_timeout', current_setting('idem.saved_lock_timeout'), true) OFFSET 0) restored
+LEFT JOIN ` + n + ` r ON r.scope = $1 AND r.idem_key = $2`,
+
+		purge: `DELETE FROM ` + n + ` WHERE ctid = ANY (ARRAY(
+	SELECT ctid FROM ` + n + ` WHERE expires_at <= COALESCE($1::timestamptz, statement_timestamp())
+	LIMIT $2 FOR UPDATE SKIP LOCKED))
+AND expires_at <= COALESCE($1::timestamptz, statement_timestamp())`,
+	}
+}

@@ -1,0 +1,67 @@
+package idem
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/idemkit/idem/dialect"
+)
+
+// PurgeResult reports what Purge deleted.
+type PurgeResult struct {
+	// Deleted is the number of expired records removed.
+	Deleted int64
+	// Batches is the number of purge transactions run.
+	Batches int
+}
+
+// Purge deletes expired records in batches of Config.PurgeBatch, each in its
+// own short READ COMMITTED transaction that skips rows other transactions
+// hold, until a batch finds fewer than a full batch or ctx ends. Between
+// batches it pauses so that it runs only Config.PurgeDutyCycle of the time.
+// A batch that fails with an error a retry may cure is retried like Do's
+// transactions. Run it periodically; bound it with ctx.
+func (s *Store[TTx]) Purge(ctx context.Context) (PurgeResult, error) {
+	var res PurgeResult
+	for {
+		if err := ctx.Err(); err != nil {
+			return res, fmt.Errorf("idem: purge: %w", err)
+		}
+		started := time.Now()
+		n, err := s.purgeBatch(ctx)
+		if err != nil {
+			return res, fmt.Errorf("idem: purge batch %d on %s: %w", res.Batches+1, s.d.Name(), err)
+		}
+		res.Batches++
+		res.Deleted += n
+		if n < int64(s.cfg.PurgeBatch) {
+			return res, nil
+		}
+		if d := s.cfg.PurgeDutyCycle; d < 1 {
+			pause := time.Duration(float64(time.Since(started)) * (1 - d) / d)
+			if err := sleep(ctx, pause); err != nil {
+				return res, fmt.Errorf("idem: purge: %w", err)
+			}
+		}
+	}
+}
+
+// purgeBatch runs one batch in a transaction of its own.
+func (s *Store[TTx]) purgeBatch(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.retry(ctx, func() error {
+		tx, err := s.driver.Begin(ctx, dialect.BeginOptions{Isolation: sql.LevelReadCommitted, WaitBound: s.cfg.WaitBound})
+		if err != nil {
+			return s.d.Classify(err)
+		}
+		n, err = s.d.Purge(ctx, tx, s.table, dialect.PurgeArgs{Now: s.now(), Limit: s.cfg.PurgeBatch})
+		if err != nil {
+			rollback(ctx, tx)
+			return s.d.Classify(err)
+		}
+		return s.d.Classify(tx.Commit(ctx))
+	})
+	return n, err
+}
