@@ -81,6 +81,9 @@ var (
 	// ErrNotClaimed: Complete found no in-flight record for this claim in the
 	// database (for example, it ran in another transaction).
 	ErrNotClaimed = dialect.ErrNotClaimed
+	// ErrLeaseLost: a lease holder's write found its lease taken over (or
+	// ended): it must stop; nothing was written.
+	ErrLeaseLost = dialect.ErrLeaseLost
 )
 
 // RetryError is returned by Do when every attempt failed with a retryable

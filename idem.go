@@ -34,6 +34,9 @@ const (
 	// DefaultCommitTimeout bounds the completion and COMMIT of a transaction
 	// whose function has returned, once the caller's context no longer can.
 	DefaultCommitTimeout = 10 * time.Second
+	// DefaultLease is how long a lease (lease mode) lasts without being
+	// extended or used: after it a retry takes the work over.
+	DefaultLease = 30 * time.Second
 )
 
 // Config tunes a Store. The zero value of every field means its default.
@@ -87,6 +90,12 @@ type Config struct {
 	// duration times (1-d)/d. 1 runs batches back to back (fastest, but on a
 	// busy database it raises claim latency).
 	PurgeDutyCycle float64
+	// Lease is how long a lease lasts in lease mode (Store.Lease,
+	// Store.DoLease) from its claim or its last extension, recorded step or
+	// release: past it, a retry takes the work over with the next fencing
+	// token. It must be shorter than Retention. Default: DefaultLease, or
+	// half the retention when that is shorter.
+	Lease time.Duration
 }
 
 // DefaultStoreStatus is the Config.StoreStatus used when none is set. It
@@ -111,7 +120,7 @@ func (c Config) withDefaults() (Config, error) {
 		name string
 		v    *time.Duration
 		def  time.Duration
-	}{{"Retention", &c.Retention, DefaultRetention}, {"WaitBound", &c.WaitBound, DefaultWaitBound}, {"CommitTimeout", &c.CommitTimeout, DefaultCommitTimeout}} {
+	}{{"Retention", &c.Retention, DefaultRetention}, {"WaitBound", &c.WaitBound, DefaultWaitBound}, {"CommitTimeout", &c.CommitTimeout, DefaultCommitTimeout}, {"Lease", &c.Lease, 0}} {
 		if *f.v < 0 {
 			return c, fmt.Errorf("%w: %s %v is negative", ErrInvalidConfig, f.name, *f.v)
 		}
@@ -135,6 +144,12 @@ func (c Config) withDefaults() (Config, error) {
 		// A retry that waited the whole bound for the winner must still
 		// find the winner's record when it gets to read it.
 		return c, fmt.Errorf("%w: Retention %v must be longer than WaitBound %v", ErrInvalidConfig, c.Retention, c.WaitBound)
+	}
+	if c.Lease == 0 {
+		c.Lease = min(DefaultLease, c.Retention/2)
+	}
+	if c.Lease >= c.Retention {
+		return c, fmt.Errorf("%w: Lease %v must be shorter than Retention %v", ErrInvalidConfig, c.Lease, c.Retention)
 	}
 	if c.StoreStatus == nil {
 		c.StoreStatus = DefaultStoreStatus
@@ -229,8 +244,19 @@ type Record struct {
 	Response Response
 	// CreatedAt is when the key was claimed. ExpiresAt is when the key can
 	// be claimed afresh: the retention after the claim while in flight,
-	// after the completion once completed.
+	// after the completion once completed (and never before a lease ends).
 	CreatedAt, ExpiresAt time.Time
+	// Token is the lease's fencing token (lease mode): 1 for a fresh lease,
+	// one more on every takeover; 0 for a record claimed in one transaction.
+	Token int64
+	// LeaseUntil is when a pending record's lease ends; zero when it holds
+	// none. LeaseExpired says it has ended, by the store's clock.
+	LeaseUntil   time.Time
+	LeaseExpired bool
+	// Step and StepData are the last recovery point a lease holder
+	// recorded; "" when none.
+	Step     string
+	StepData []byte
 }
 
 // Result is what a claim found, or what Do did.
@@ -339,6 +365,12 @@ func toRecord(rec dialect.Record) (Record, error) {
 		Completed: rec.State == dialect.Completed,
 		CreatedAt: rec.CreatedAt,
 		ExpiresAt: rec.ExpiresAt,
+
+		Token:        rec.Token,
+		LeaseUntil:   rec.LeaseUntil,
+		LeaseExpired: rec.LeaseExpired,
+		Step:         rec.Step,
+		StepData:     rec.StepData,
 	}
 	if len(rec.Fingerprint) != len(r.Fingerprint) {
 		return Record{}, fmt.Errorf("idem: stored fingerprint has %d bytes, want %d", len(rec.Fingerprint), len(r.Fingerprint))
@@ -372,18 +404,11 @@ func (c *Claimed) Complete(ctx context.Context, resp Response) error {
 	if err := resp.validate(); err != nil {
 		return err
 	}
-	if len(resp.Body) > c.core.cfg.MaxBody {
-		return fmt.Errorf("%w: body of %d bytes, at most %d", ErrResponseTooLarge, len(resp.Body), c.core.cfg.MaxBody)
+	header, body, err := c.core.encodeResponse(resp)
+	if err != nil {
+		return err
 	}
-	header := encodeHeader(resp.Header)
-	if len(header) > MaxHeaderBytes {
-		return fmt.Errorf("%w: header of %d bytes encoded, at most %d", ErrResponseTooLarge, len(header), MaxHeaderBytes)
-	}
-	body := resp.Body
-	if body == nil {
-		body = []byte{}
-	}
-	err := c.core.d.Complete(ctx, c.q, c.core.table, dialect.CompleteArgs{
+	err = c.core.d.Complete(ctx, c.q, c.core.table, dialect.CompleteArgs{
 		Scope:       c.req.Scope,
 		Key:         c.req.Key,
 		Fingerprint: c.req.Fingerprint[:],
@@ -399,6 +424,23 @@ func (c *Claimed) Complete(ctx context.Context, resp Response) error {
 	c.completed = true
 	c.Response = resp
 	return nil
+}
+
+// encodeResponse checks resp against the store's limits and returns its
+// stored form: the encoded header and a non-nil body.
+func (c *core) encodeResponse(resp Response) (header, body []byte, err error) {
+	if len(resp.Body) > c.cfg.MaxBody {
+		return nil, nil, fmt.Errorf("%w: body of %d bytes, at most %d", ErrResponseTooLarge, len(resp.Body), c.cfg.MaxBody)
+	}
+	header = encodeHeader(resp.Header)
+	if len(header) > MaxHeaderBytes {
+		return nil, nil, fmt.Errorf("%w: header of %d bytes encoded, at most %d", ErrResponseTooLarge, len(header), MaxHeaderBytes)
+	}
+	body = resp.Body
+	if body == nil {
+		body = []byte{}
+	}
+	return header, body, nil
 }
 
 // Lookup reads the live record of a key outside any transaction, for status

@@ -26,6 +26,7 @@ func TestNewConfig(t *testing.T) {
 
 		PurgeDutyCycle: 0.25,
 		CommitTimeout:  10 * time.Second,
+		Lease:          30 * time.Second,
 	}
 	custom := idem.Config{
 		Table:       "my_keys",
@@ -37,6 +38,7 @@ func TestNewConfig(t *testing.T) {
 
 		PurgeDutyCycle: 1,
 		CommitTimeout:  time.Minute,
+		Lease:          5 * time.Minute,
 	}
 	for _, tc := range []struct {
 		name    string
@@ -58,7 +60,9 @@ func TestNewConfig(t *testing.T) {
 		{name: "Retention shorter than the default WaitBound", cfg: idem.Config{Retention: time.Second}, wantErr: true},
 		{name: "Retention just over WaitBound", cfg: idem.Config{Retention: time.Second + 1, WaitBound: time.Second},
 			want: idem.Config{Table: "idempotency_keys", Retention: time.Second + 1, WaitBound: time.Second, MaxBody: 1 << 20, MaxAttempts: 5,
-				PurgeBatch: 1000, PurgeDutyCycle: 0.25, CommitTimeout: 10 * time.Second}},
+				PurgeBatch: 1000, PurgeDutyCycle: 0.25, CommitTimeout: 10 * time.Second, Lease: (time.Second + 1) / 2}},
+		{name: "Lease not shorter than Retention", cfg: idem.Config{Retention: time.Minute, Lease: time.Minute}, wantErr: true},
+		{name: "negative Lease", cfg: idem.Config{Lease: -time.Second}, wantErr: true},
 		{name: "table not an identifier", cfg: idem.Config{Table: "keys; DROP TABLE x"}, wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -85,6 +89,7 @@ func TestNewConfig(t *testing.T) {
 				{"PurgeBatch", got.PurgeBatch, tc.want.PurgeBatch},
 				{"PurgeDutyCycle", got.PurgeDutyCycle, tc.want.PurgeDutyCycle},
 				{"CommitTimeout", got.CommitTimeout, tc.want.CommitTimeout},
+				{"Lease", got.Lease, tc.want.Lease},
 				{"StoreStatus is set", got.StoreStatus != nil, true},
 				{"Clock is nil", got.Clock == nil, true},
 			} {

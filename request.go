@@ -43,18 +43,27 @@ func (r Request) Validate() error {
 // ValidateKey checks an idempotency key: 1 to MaxKeyBytes bytes of printable
 // ASCII (0x20 to 0x7E). The error wraps ErrInvalidKey.
 func ValidateKey(key string) error {
-	if key == "" {
-		return fmt.Errorf("%w: empty", ErrInvalidKey)
-	}
-	if len(key) > MaxKeyBytes {
-		return fmt.Errorf("%w: %d bytes, at most %d", ErrInvalidKey, len(key), MaxKeyBytes)
-	}
-	for i := 0; i < len(key); i++ {
-		if c := key[i]; c < 0x20 || c > 0x7e {
-			return fmt.Errorf("%w: byte 0x%02x at offset %d is not printable ASCII", ErrInvalidKey, c, i)
-		}
+	if why := printableASCII(key, MaxKeyBytes); why != "" {
+		return fmt.Errorf("%w: %s", ErrInvalidKey, why)
 	}
 	return nil
+}
+
+// printableASCII says why s is not 1 to max bytes of printable ASCII (0x20
+// to 0x7E), or "" when it is.
+func printableASCII(s string, max int) string {
+	if s == "" {
+		return "empty"
+	}
+	if len(s) > max {
+		return fmt.Sprintf("%d bytes, at most %d", len(s), max)
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e {
+			return fmt.Sprintf("byte 0x%02x at offset %d is not printable ASCII", c, i)
+		}
+	}
+	return ""
 }
 
 func validateScope(scope string) error {

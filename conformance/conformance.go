@@ -92,6 +92,19 @@ func cases[TTx any]() []Case[TTx] {
 		{"MigrateConcurrently", testMigrateConcurrently[TTx]},
 		{"LookupInTransaction", testLookupInTransaction[TTx]},
 		{"PerCallIsolation", testPerCallIsolation[TTx]},
+		{"LeaseLifecycle", testLeaseLifecycle[TTx]},
+		{"LeaseLoserWaits", testLeaseLoserWaits[TTx]},
+		{"LeaseTakeoverOneWinner", testLeaseTakeoverOneWinner[TTx]},
+		{"LeaseFencing", testLeaseFencing[TTx]},
+		{"LeaseExtend", testLeaseExtend[TTx]},
+		{"LeaseDownstreamKey", testLeaseDownstreamKey[TTx]},
+		{"LeasePurgeKeepsLive", testLeasePurgeKeepsLive[TTx]},
+		{"LeaseReleaseResumes", testLeaseReleaseResumes[TTx]},
+		{"LeaseMismatch", testLeaseMismatch[TTx]},
+		{"DoLeaseHeartbeat", testDoLeaseHeartbeat[TTx]},
+		{"ExpiredLeasesResume", testExpiredLeasesResume[TTx]},
+		{"LeaseAndDoShareKeys", testLeaseAndDoShareKeys[TTx]},
+		{"LeaseBadInput", testLeaseBadInput[TTx]},
 	}
 }
 

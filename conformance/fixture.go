@@ -24,6 +24,21 @@ type Backend[TTx any] struct {
 	// Open returns the driver one test runs on. Tests may share a database:
 	// each creates and drops its own tables. Open may call t.Skip or t.Fatal.
 	Open func(t *testing.T) dialect.Driver[TTx]
+	// InsertLegacy inserts rows into table the way the first version of
+	// the schema stored them (its columns only, its time encoding), for the
+	// upgrade case. A backend whose schema has one version may leave it
+	// nil; the case then fails, saying so, once a second version exists.
+	InsertLegacy func(ctx context.Context, q dialect.Queryer, table string, rows []LegacyRecord) error
+}
+
+// LegacyRecord is a record as the first schema version held it.
+type LegacyRecord struct {
+	Scope, Key  string
+	Fingerprint []byte
+	// Status is nil while pending; Body is the stored body then.
+	Status               *int
+	Body                 []byte
+	CreatedAt, ExpiresAt time.Time
 }
 
 // Case is one test of a suite.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dialect"
@@ -29,10 +30,11 @@ func (e *env[TTx]) freshStore(suffix string) (*idem.Store[TTx], dialect.Table) {
 	return store, table
 }
 
-// testMigrateUpgradesUnversioned: a table made by an earlier version (the
-// first migration's DDL, run by hand, with no version recorded) and holding
-// records is upgraded in place: Migrate records it as version 1 and applies
-// what follows, and every record still replays and blocks as before.
+// testMigrateUpgradesUnversioned: a table made by the first version of the
+// schema (its DDL run by hand, nothing recorded) and holding records, written
+// the way that version wrote them, is upgraded in place: Migrate records it
+// as version 1 and applies what follows, and every record still replays or
+// blocks as before.
 func testMigrateUpgradesUnversioned[TTx any](t *testing.T, b Backend[TTx]) {
 	e := setup(t, b, idem.Config{})
 	store, table := e.freshStore("legacy")
@@ -43,16 +45,33 @@ func testMigrateUpgradesUnversioned[TTx any](t *testing.T, b Backend[TTx]) {
 	for _, stmt := range schema.Migrations[0].Statements {
 		e.Exec(e.Driver.Pool(), stmt)
 	}
-	done := request("legacy-done", "x")
-	e.do(store, done, e.work("legacy-done", created("kept")))
-	pending := request("legacy-pending", "x")
-	tx := e.Begin()
-	if c, err := store.Claim(e.Ctx, tx.Native(), pending); err != nil || c.Outcome != idem.Won {
-		tx.Rollback(e.Ctx)
-		e.Fatalf(pending.Key, "Claim: %+v, %v", c, err)
-	}
-	if err := tx.Commit(e.Ctx); err != nil {
-		e.Fatalf(pending.Key, "commit of a claim left pending: %v", err)
+	done, pending := request("legacy-done", "x"), request("legacy-pending", "x")
+	if len(schema.Migrations) > 1 {
+		if b.InsertLegacy == nil {
+			e.T.Fatalf("[%s] the schema has %d versions: set Backend.InsertLegacy so the upgrade from version 1 is tested with data in it", e.Backend, len(schema.Migrations))
+		}
+		created := 201
+		now := time.Now().UTC().Truncate(time.Microsecond)
+		err := b.InsertLegacy(e.Ctx, e.Driver.Pool(), table.Name(), []LegacyRecord{
+			{Scope: done.Scope, Key: done.Key, Fingerprint: done.Fingerprint[:], Status: &created, Body: []byte("kept"),
+				CreatedAt: now.Add(-time.Minute), ExpiresAt: now.Add(time.Hour)},
+			{Scope: pending.Scope, Key: pending.Key, Fingerprint: pending.Fingerprint[:],
+				CreatedAt: now.Add(-time.Minute), ExpiresAt: now.Add(time.Hour)},
+		})
+		if err != nil {
+			e.T.Fatalf("[%s] InsertLegacy: %v", e.Backend, err)
+		}
+	} else {
+		// One version: the current statements are the first version's.
+		e.do(store, done, e.work("legacy-done", created("kept")))
+		tx := e.Begin()
+		if c, err := store.Claim(e.Ctx, tx.Native(), pending); err != nil || c.Outcome != idem.Won {
+			tx.Rollback(e.Ctx)
+			e.Fatalf(pending.Key, "Claim: %+v, %v", c, err)
+		}
+		if err := tx.Commit(e.Ctx); err != nil {
+			e.Fatalf(pending.Key, "commit of a claim left pending: %v", err)
+		}
 	}
 
 	if err := store.Migrate(e.Ctx); err != nil {
@@ -62,8 +81,8 @@ func testMigrateUpgradesUnversioned[TTx any](t *testing.T, b Backend[TTx]) {
 	if err != nil || v.Current != v.Latest || v.Latest != len(schema.Migrations) {
 		e.Fatalf("", "Version after the upgrade: %+v, %v, want the latest, %d", v, err, len(schema.Migrations))
 	}
-	if r := e.do(store, done, e.work("legacy-done", created("again"))); r.Outcome != idem.Replay || string(r.Response.Body) != "kept" {
-		e.Fatalf(done.Key, "after the upgrade: %v %q, want a replay of the stored answer", r.Outcome, r.Response.Body)
+	if r := e.do(store, done, e.work("legacy-done", created("again"))); r.Outcome != idem.Replay || string(r.Response.Body) != "kept" || r.Response.Status != 201 {
+		e.Fatalf(done.Key, "after the upgrade: %v %d %q, want a replay of the stored answer", r.Outcome, r.Response.Status, r.Response.Body)
 	}
 	if r := e.do(store, pending, e.work("legacy-pending", created("x"))); r.Outcome != idem.InFlight {
 		e.Fatalf(pending.Key, "after the upgrade: %v, want in-flight (the pending record survived)", r.Outcome)
@@ -71,8 +90,8 @@ func testMigrateUpgradesUnversioned[TTx any](t *testing.T, b Backend[TTx]) {
 	if r := e.do(store, request("legacy-new", "x"), e.work("legacy-new", created("new"))); r.Outcome != idem.Won || !r.Committed {
 		e.Fatalf("legacy-new", "a new key after the upgrade: %v, want won", r.Outcome)
 	}
-	if n := e.effectCount("legacy-done"); n != 1 {
-		e.Fatalf(done.Key, "effects = %d, want 1", n)
+	if n := e.effectCount("legacy-done"); n > 1 {
+		e.Fatalf(done.Key, "effects = %d, want at most 1", n)
 	}
 }
 

@@ -240,4 +240,16 @@ type Record struct {
 	// CreatedAt is the claim time; ExpiresAt is when the record may be
 	// claimed afresh. Both are UTC.
 	CreatedAt, ExpiresAt time.Time
+	// Token is the fencing token of lease mode: 0 for a record claimed in a
+	// single transaction, 1 for a fresh lease, one more on every takeover.
+	Token int64
+	// LeaseUntil is when a pending record's lease expires (UTC); zero when
+	// the record holds no lease. LeaseExpired says, by the clock the read
+	// used (LookupArgs.Now or the database's), that it has expired.
+	LeaseUntil   time.Time
+	LeaseExpired bool
+	// Step and StepData are the last recovery point a lease holder
+	// recorded ("" when none).
+	Step     string
+	StepData []byte
 }

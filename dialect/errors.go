@@ -88,7 +88,7 @@ func IsClassified(err error) bool {
 var meanings = []error{
 	ErrUniqueViolation, ErrSerialization, ErrDeadlock, ErrLockTimeout,
 	ErrReadOnly, ErrTooLarge, ErrInvalidValue, ErrCommitUnknown, ErrTxDone, ErrBadTx, ErrNotClaimed,
-	ErrUnavailable, ErrInvalidConfig,
+	ErrUnavailable, ErrInvalidConfig, ErrLeaseLost,
 }
 
 // ConnectionLost reports whether err says that the connection to the

@@ -102,9 +102,8 @@ func (d *Dialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table,
 // Complete stores the response on the in-flight record. A body the server
 // could not accept in one packet is refused before it is sent.
 func (d *Dialect) Complete(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.CompleteArgs) error {
-	if size := int64(len(a.Body) + len(a.Header) + packetOverhead); d.maxPacket > 0 && size > d.maxPacket {
-		return dialect.Classified(dialect.ErrTooLarge,
-			fmt.Errorf("mysql: response of %d bytes does not fit the server's max_allowed_packet of %d", size, d.maxPacket))
+	if err := d.fits(a.Header, a.Body); err != nil {
+		return err
 	}
 	n, err := exec(ctx, q, d.stmts.For(t).complete, a.Status, a.Header, a.Body, clock(a.Now), a.Retention.Microseconds(), a.Scope, a.Key, a.Fingerprint)
 	if err != nil {
@@ -112,6 +111,16 @@ func (d *Dialect) Complete(ctx context.Context, q dialect.Queryer, t dialect.Tab
 	}
 	if n != 1 {
 		return dialect.ErrNotClaimed
+	}
+	return nil
+}
+
+// fits refuses, before it is sent, a response the server could not accept
+// in one packet.
+func (d *Dialect) fits(header, body []byte) error {
+	if size := int64(len(body) + len(header) + packetOverhead); d.maxPacket > 0 && size > d.maxPacket {
+		return dialect.Classified(dialect.ErrTooLarge,
+			fmt.Errorf("mysql: response of %d bytes does not fit the server's max_allowed_packet of %d", size, d.maxPacket))
 	}
 	return nil
 }
@@ -147,22 +156,35 @@ func (d *Dialect) read(ctx context.Context, q dialect.Queryer, lookup bool, stmt
 	if !rows.Next() {
 		return rec, false, false, dialect.CloseRows(rows)
 	}
-	var (
-		status           *int64
-		header, body, fp []byte
-		created, expires int64
-		expiredFlag      int64
-	)
-	if err := rows.Scan(&rec.Scope, &rec.Key, &fp, &status, &header, &body, &created, &expires, &expiredFlag); err != nil {
+	rec, expired, err = scanRecord(rows)
+	if err != nil {
 		return rec, false, false, err
 	}
-	rec.Fingerprint, rec.Header, rec.Body = fp, header, body
+	return rec, expired, true, dialect.CloseRows(rows)
+}
+
+// scanRecord reads the current row's columns (the columns variable) and
+// judges expiry by the read's clock.
+func scanRecord(rows dialect.Rows) (rec dialect.Record, expired bool, err error) {
+	var (
+		status, lease         *int64
+		created, expires, now int64
+		step                  []byte
+	)
+	if err := rows.Scan(&rec.Scope, &rec.Key, &rec.Fingerprint, &status, &rec.Header, &rec.Body, &created, &expires,
+		&rec.Token, &lease, &step, &rec.StepData, &now); err != nil {
+		return rec, false, err
+	}
 	rec.State = dialect.Pending
 	if status != nil {
 		rec.State, rec.Status = dialect.Completed, int(*status)
 	}
 	rec.CreatedAt, rec.ExpiresAt = time.UnixMicro(created).UTC(), time.UnixMicro(expires).UTC()
-	return rec, expiredFlag != 0, true, dialect.CloseRows(rows)
+	if lease != nil {
+		rec.LeaseUntil, rec.LeaseExpired = time.UnixMicro(*lease).UTC(), *lease <= now
+	}
+	rec.Step = string(step)
+	return rec, expires <= now, nil
 }
 
 // Purge locks up to a.Limit expired rows with SKIP LOCKED, so it never

@@ -30,8 +30,15 @@ const setLockWait = `SET @idem_saved_lock_wait = @@SESSION.innodb_lock_wait_time
 // restoreLockWait puts the session's lock wait timeout back.
 const restoreLockWait = `SET SESSION innodb_lock_wait_timeout = @idem_saved_lock_wait`
 
+// columns are the columns every read of a record returns, in the order
+// scanRecord reads them; the last is the read's clock (one now argument),
+// against which expiry and the lease's end are judged.
+var columns = `scope, idem_key, fingerprint, status, header, body, ` + micros("created_at") + `, ` + micros("expires_at") + `,
+	token, ` + micros("lease_until") + `, step, step_data, ` + micros(now)
+
 // statements is the SQL for one table.
 type statements struct {
+	lease       leaseStatements
 	quoted      string
 	schema      dialect.Schema
 	claim       claimStatements
@@ -100,8 +107,7 @@ func newStatements(t dialect.Table) *statements {
 	n := "`" + t.Name() + "`"
 	versions := "`" + t.Index("schema") + "`"
 	// Arguments: now, scope, key.
-	read := `SELECT scope, idem_key, fingerprint, status, header, body, ` + micros("created_at") + `, ` + micros("expires_at") + `,
-	expires_at <= ` + now + `
+	read := `SELECT ` + columns + `
 FROM ` + n + ` WHERE scope = ? AND idem_key = ?`
 	return &statements{
 		quoted: n,
@@ -131,7 +137,8 @@ VALUES (?, ?, ?, ` + now + `, ` + now + ` + INTERVAL ? MICROSECOND)`,
 
 			// Arguments: fingerprint, now, now, retention, scope, key, now.
 			takeover: `UPDATE ` + n + ` SET fingerprint = ?, status = NULL, header = NULL, body = NULL,
-	created_at = ` + now + `, expires_at = ` + now + ` + INTERVAL ? MICROSECOND
+	created_at = ` + now + `, expires_at = ` + now + ` + INTERVAL ? MICROSECOND,
+	token = token + 1, lease_until = NULL, step = NULL, step_data = NULL
 WHERE scope = ? AND idem_key = ? AND expires_at <= ` + now,
 		},
 
@@ -146,5 +153,57 @@ WHERE scope = ? AND idem_key = ? AND fingerprint = ? AND status IS NULL`,
 		// Arguments: now, limit.
 		purgeSelect: `SELECT scope, idem_key FROM ` + n + ` WHERE ` + expiredAt + `
 ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED`,
+
+		lease: newLeaseStatements(n),
+	}
+}
+
+// leaseStatements are lease mode's statements. Their arguments are built
+// by the functions of lease.go, which name each placeholder.
+type leaseStatements struct {
+	insert, takeExpired, resume     string
+	extend, step, complete, release string
+	fence, expired                  string
+}
+
+// newLeaseStatements writes lease mode's statements for the quoted table
+// n. Every write that sets lease_until keeps expires_at >= lease_until.
+// Single-table UPDATEs assign left to right; no assignment here reads a
+// column an earlier one set.
+func newLeaseStatements(n string) leaseStatements {
+	const fenced = `WHERE scope = ? AND idem_key = ? AND token = ? AND status IS NULL`
+	const plus = ` + INTERVAL ? MICROSECOND`
+	return leaseStatements{
+		insert: `INSERT INTO ` + n + ` (scope, idem_key, fingerprint, created_at, expires_at, token, lease_until)
+SELECT ?, ?, ?, c.n, GREATEST(c.n` + plus + `, c.n` + plus + `), 1, c.n` + plus + `
+FROM (SELECT ` + now + ` AS n) AS c`,
+
+		takeExpired: `UPDATE ` + n + ` SET fingerprint = ?, status = NULL, header = NULL, body = NULL, created_at = ` + now + `,
+	expires_at = GREATEST(` + now + plus + `, ` + now + plus + `),
+	token = token + 1, lease_until = ` + now + plus + `, step = NULL, step_data = NULL
+WHERE scope = ? AND idem_key = ? AND expires_at <= ` + now,
+
+		resume: `UPDATE ` + n + ` SET token = token + 1, lease_until = ` + now + plus + `,
+	expires_at = GREATEST(expires_at, ` + now + plus + `)
+WHERE scope = ? AND idem_key = ? AND status IS NULL AND fingerprint = ?
+	AND lease_until <= ` + now + ` AND expires_at > ` + now,
+
+		extend: `UPDATE ` + n + ` SET lease_until = ` + now + plus + `, expires_at = GREATEST(expires_at, ` + now + plus + `) ` + fenced,
+
+		step: `UPDATE ` + n + ` SET lease_until = ` + now + plus + `, expires_at = GREATEST(expires_at, ` + now + plus + `),
+	step = ?, step_data = ? ` + fenced,
+
+		complete: `UPDATE ` + n + ` SET status = ?, header = ?, body = ?, expires_at = ` + now + plus + `, lease_until = NULL ` + fenced,
+
+		release: `UPDATE ` + n + ` SET lease_until = ` + now + ` ` + fenced + ` AND lease_until IS NOT NULL`,
+
+		// Whether the holder's record is there: after an UPDATE that
+		// changed nothing, which go-sql-driver reports as 0 rows unless
+		// the DSN sets clientFoundRows.
+		fence: `SELECT 1 FROM ` + n + ` ` + fenced,
+
+		expired: `SELECT ` + columns + ` FROM ` + n + `
+WHERE lease_until <= ` + now + ` AND status IS NULL AND expires_at > ` + now + `
+ORDER BY lease_until LIMIT ?`,
 	}
 }

@@ -151,17 +151,23 @@ func scanRecord(r dialect.Rows) (rec dialect.Record, expired, found bool, err er
 	if !r.Next() {
 		return rec, false, false, nil
 	}
+	return scanColumns(r)
+}
+
+// scanColumns reads the current row's columns (the columns function).
+func scanColumns(r dialect.Rows) (rec dialect.Record, expired, found bool, err error) {
 	var (
-		scope, key       *string
-		status           *int64
-		header, body, fp []byte
-		created, expires *time.Time
-		expiredFlag      *bool
+		scope, key, step        *string
+		status, token           *int64
+		header, body, fp, data  []byte
+		created, expires, lease *time.Time
+		expiredFlag, leaseEnded *bool
 	)
-	if err := r.Scan(&scope, &key, &fp, &status, &header, &body, &created, &expires, &expiredFlag); err != nil {
+	if err := r.Scan(&scope, &key, &fp, &status, &header, &body, &created, &expires, &expiredFlag,
+		&token, &lease, &step, &data, &leaseEnded); err != nil {
 		return rec, false, false, err
 	}
-	if scope == nil || key == nil || created == nil || expires == nil || expiredFlag == nil {
+	if scope == nil || key == nil || created == nil || expires == nil || expiredFlag == nil || token == nil {
 		return rec, false, false, nil
 	}
 	rec.Scope, rec.Key, rec.Fingerprint, rec.Header, rec.Body = *scope, *key, fp, header, body
@@ -169,7 +175,13 @@ func scanRecord(r dialect.Rows) (rec dialect.Record, expired, found bool, err er
 	if status != nil {
 		rec.State, rec.Status = dialect.Completed, int(*status)
 	}
-	rec.CreatedAt, rec.ExpiresAt = created.UTC(), expires.UTC()
+	rec.CreatedAt, rec.ExpiresAt, rec.Token, rec.StepData = created.UTC(), expires.UTC(), *token, data
+	if lease != nil {
+		rec.LeaseUntil, rec.LeaseExpired = lease.UTC(), leaseEnded != nil && *leaseEnded
+	}
+	if step != nil {
+		rec.Step = *step
+	}
 	return rec, *expiredFlag, true, nil
 }
 

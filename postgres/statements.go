@@ -22,6 +22,36 @@ type statements struct {
 	schema                                     dialect.Schema
 	claim, takeover, complete, completeGuarded string
 	read, peek, purge                          string
+	lease                                      leaseStatements
+}
+
+// leaseStatements are lease mode's statements.
+type leaseStatements struct {
+	insert, takeExpired, resume     string
+	extend, step, complete, release string
+	expired                         string
+}
+
+// micros renders a parameter holding microseconds as an interval; a days
+// part would depend on the session's time zone, microseconds do not.
+func micros(param string) string { return param + `::bigint * interval '1 microsecond'` }
+
+// clockOf is the store's clock from a parameter, or the database's.
+func clockOf(param string) string {
+	return `COALESCE(` + param + `::timestamptz, statement_timestamp())`
+}
+
+// columns are the columns every read of a record returns, in the order
+// scanRecord reads them, qualified by alias (may be ""), with the read's
+// clock.
+func columns(alias, now string) string {
+	p := alias
+	if p != "" {
+		p += "."
+	}
+	return p + `scope, ` + p + `idem_key, ` + p + `fingerprint, ` + p + `status, ` + p + `header, ` + p + `body, ` +
+		p + `created_at, ` + p + `expires_at, ` + p + `expires_at <= ` + now + `, ` +
+		p + `token, ` + p + `lease_until, ` + p + `step, ` + p + `step_data, ` + p + `lease_until <= ` + now
 }
 
 func newStatements(t dialect.Table) *statements {
@@ -29,8 +59,7 @@ func newStatements(t dialect.Table) *statements {
 	versions := `"` + t.Index("schema") + `"`
 	const now = `COALESCE($4::timestamptz, statement_timestamp())`
 	const readNow = `COALESCE($3::timestamptz, statement_timestamp())`
-	const columns = `scope, idem_key, fingerprint, status, header, body, created_at, expires_at`
-	read := `SELECT ` + columns + `, expires_at <= ` + readNow + ` FROM ` + n + ` WHERE scope = $1 AND idem_key = $2`
+	read := `SELECT ` + columns("", readNow) + ` FROM ` + n + ` WHERE scope = $1 AND idem_key = $2`
 	// $7 now (NULL: the database's clock), $8 retention in microseconds:
 	// a completed record lives the retention after its completion.
 	complete := `UPDATE ` + n + ` SET status = $1, header = $2, body = $3,
@@ -68,7 +97,8 @@ ON CONFLICT (scope, idem_key) DO NOTHING
 RETURNING set_config('lock_timeout', current_setting('idem.saved_lock_timeout'), true)`,
 
 		takeover: `UPDATE ` + n + ` SET fingerprint = $3, status = NULL, header = NULL, body = NULL,
-	created_at = ` + now + `, expires_at = ` + now + ` + $5::bigint * interval '1 microsecond'
+	created_at = ` + now + `, expires_at = ` + now + ` + $5::bigint * interval '1 microsecond',
+	token = token + 1, lease_until = NULL, step = NULL, step_data = NULL
 WHERE scope = $1 AND idem_key = $2 AND expires_at <= ` + now + `
 RETURNING true`,
 
@@ -85,8 +115,7 @@ SELECT 1 / count(*) FROM completed`,
 		// After a claim that lost: restores the caller's lock_timeout and
 		// reads the record the claim lost to. $1 scope, $2 key, $3 now.
 		// Always one row; NULLs when there is no record.
-		peek: `SELECT r.scope, r.idem_key, r.fingerprint, r.status, r.header, r.body, r.created_at, r.expires_at,
-	r.expires_at <= ` + readNow + `
+		peek: `SELECT ` + columns("r", readNow) + `
 FROM (SELECT set_config('lock_timeout', current_setting('idem.saved_lock_timeout'), true) OFFSET 0) restored
 LEFT JOIN ` + n + ` r ON r.scope = $1 AND r.idem_key = $2`,
 
@@ -94,5 +123,52 @@ LEFT JOIN ` + n + ` r ON r.scope = $1 AND r.idem_key = $2`,
 	SELECT ctid FROM ` + n + ` WHERE expires_at <= COALESCE($1::timestamptz, statement_timestamp())
 	LIMIT $2 FOR UPDATE SKIP LOCKED))
 AND expires_at <= COALESCE($1::timestamptz, statement_timestamp())`,
+
+		lease: newLeaseStatements(n),
+	}
+}
+
+// newLeaseStatements writes lease mode's statements for the quoted table
+// n. Every write that sets lease_until keeps expires_at >= lease_until.
+func newLeaseStatements(n string) leaseStatements {
+	// $1 scope, $2 key, $3 fingerprint, $4 now, $5 retention (µs),
+	// $6 lease (µs); resume has no retention: $5 is the lease there.
+	now := clockOf("$4")
+	// $1 scope, $2 key, $3 token, $4 now, then each statement's own.
+	const fenced = `WHERE scope = $1 AND idem_key = $2 AND token = $3 AND status IS NULL`
+	return leaseStatements{
+		insert: `INSERT INTO ` + n + ` (scope, idem_key, fingerprint, created_at, expires_at, token, lease_until)
+VALUES ($1, $2, $3, ` + now + `, GREATEST(` + now + ` + ` + micros("$5") + `, ` + now + ` + ` + micros("$6") + `), 1, ` + now + ` + ` + micros("$6") + `)
+ON CONFLICT (scope, idem_key) DO NOTHING
+RETURNING true`,
+
+		takeExpired: `UPDATE ` + n + ` SET fingerprint = $3, status = NULL, header = NULL, body = NULL,
+	created_at = ` + now + `, expires_at = GREATEST(` + now + ` + ` + micros("$5") + `, ` + now + ` + ` + micros("$6") + `),
+	token = token + 1, lease_until = ` + now + ` + ` + micros("$6") + `, step = NULL, step_data = NULL
+WHERE scope = $1 AND idem_key = $2 AND expires_at <= ` + now,
+
+		resume: `UPDATE ` + n + ` SET token = token + 1, lease_until = ` + now + ` + ` + micros("$5") + `,
+	expires_at = GREATEST(expires_at, ` + now + ` + ` + micros("$5") + `)
+WHERE scope = $1 AND idem_key = $2 AND status IS NULL AND fingerprint = $3
+	AND lease_until <= ` + now + ` AND expires_at > ` + now,
+
+		// $5 lease (µs).
+		extend: `UPDATE ` + n + ` SET lease_until = ` + now + ` + ` + micros("$5") + `,
+	expires_at = GREATEST(expires_at, ` + now + ` + ` + micros("$5") + `) ` + fenced,
+
+		// $5 lease (µs), $6 step, $7 its data.
+		step: `UPDATE ` + n + ` SET lease_until = ` + now + ` + ` + micros("$5") + `,
+	expires_at = GREATEST(expires_at, ` + now + ` + ` + micros("$5") + `), step = $6, step_data = $7 ` + fenced,
+
+		// $5 status, $6 header, $7 body, $8 retention (µs).
+		complete: `UPDATE ` + n + ` SET status = $5, header = $6, body = $7,
+	expires_at = ` + now + ` + ` + micros("$8") + `, lease_until = NULL ` + fenced,
+
+		release: `UPDATE ` + n + ` SET lease_until = ` + now + ` ` + fenced + ` AND lease_until IS NOT NULL`,
+
+		// $1 now, $2 limit.
+		expired: `SELECT ` + columns("", clockOf("$1")) + ` FROM ` + n + `
+WHERE lease_until <= ` + clockOf("$1") + ` AND status IS NULL AND expires_at > ` + clockOf("$1") + `
+ORDER BY lease_until LIMIT $2`,
 	}
 }

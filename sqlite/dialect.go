@@ -88,22 +88,37 @@ func (d *Dialect) lookup(ctx context.Context, q dialect.Queryer, s *statements, 
 	if !rows.Next() {
 		return dialect.Record{}, false, dialect.CloseRows(rows)
 	}
-	var (
-		rec              dialect.Record
-		status           *int64
-		created, expires int64
-		header, body, fp []byte
-	)
-	if err := rows.Scan(&rec.Scope, &rec.Key, &fp, &status, &header, &body, &created, &expires); err != nil {
+	rec, err := scanRecord(rows)
+	if err != nil {
 		return dialect.Record{}, false, err
 	}
-	rec.Fingerprint, rec.Header, rec.Body = fp, header, body
+	return rec, true, dialect.CloseRows(rows)
+}
+
+// scanRecord reads the current row's columns (the columns constant).
+func scanRecord(rows dialect.Rows) (dialect.Record, error) {
+	var (
+		rec              dialect.Record
+		status, lease    *int64
+		created, expires int64
+		step             *string
+	)
+	if err := rows.Scan(&rec.Scope, &rec.Key, &rec.Fingerprint, &status, &rec.Header, &rec.Body, &created, &expires,
+		&rec.Token, &lease, &step, &rec.StepData, &rec.LeaseExpired); err != nil {
+		return rec, err
+	}
 	rec.State = dialect.Pending
 	if status != nil {
 		rec.State, rec.Status = dialect.Completed, int(*status)
 	}
 	rec.CreatedAt, rec.ExpiresAt = time.UnixMicro(created).UTC(), time.UnixMicro(expires).UTC()
-	return rec, true, dialect.CloseRows(rows)
+	if lease != nil {
+		rec.LeaseUntil = time.UnixMicro(*lease).UTC()
+	}
+	if step != nil {
+		rec.Step = *step
+	}
+	return rec, nil
 }
 
 // Purge deletes up to a.Limit expired records. SQLite has no row locks to

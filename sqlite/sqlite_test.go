@@ -1,6 +1,7 @@
 package sqlite_test
 
 import (
+	"context"
 	"database/sql"
 	"path/filepath"
 	"testing"
@@ -31,5 +32,23 @@ func TestConformance(t *testing.T) {
 			}
 			return d
 		},
+		InsertLegacy: insertLegacy,
 	})
+}
+
+// insertLegacy writes rows as the first schema version did: its columns,
+// times as Unix microseconds, NULL status, header and body while pending.
+func insertLegacy(ctx context.Context, q dialect.Queryer, table string, rows []conformance.LegacyRecord) error {
+	for _, r := range rows {
+		var status, header, body any
+		if r.Status != nil {
+			status, header, body = *r.Status, []byte{}, r.Body
+		}
+		_, err := q.Exec(ctx, `INSERT INTO "`+table+`" (scope, idem_key, fingerprint, status, header, body, created_at, expires_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, r.Scope, r.Key, r.Fingerprint, status, header, body, r.CreatedAt.UnixMicro(), r.ExpiresAt.UnixMicro())
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -14,6 +14,21 @@ var migrations embed.FS
 type statements struct {
 	schema                         dialect.Schema
 	claim, complete, lookup, purge string
+	lease                          leaseStatements
+}
+
+// leaseStatements are lease mode's statements.
+type leaseStatements struct {
+	insert, takeExpired, resume     string
+	extend, step, complete, release string
+	expired                         string
+}
+
+// columns are the columns every read of a record returns, in the order
+// scanRecord reads them, given the read's clock.
+func columns(now string) string {
+	return `scope, idem_key, fingerprint, status, header, body, created_at, expires_at, token, lease_until, step, step_data,
+	lease_until IS NOT NULL AND lease_until <= ` + now
 }
 
 // dbNow is SQLite's clock in Unix microseconds. SQLite keeps 'now' fixed
@@ -47,7 +62,8 @@ func newStatements(t dialect.Table) *statements {
 VALUES (?1, ?2, ?3, NULL, NULL, NULL, ` + now("?4") + `, ` + now("?4") + ` + ?5)
 ON CONFLICT (scope, idem_key) DO UPDATE SET
 	fingerprint = excluded.fingerprint, status = NULL, header = NULL, body = NULL,
-	created_at = excluded.created_at, expires_at = excluded.expires_at
+	created_at = excluded.created_at, expires_at = excluded.expires_at,
+	token = r.token + 1, lease_until = NULL, step = NULL, step_data = NULL
 WHERE r.expires_at <= excluded.created_at
 RETURNING created_at`,
 
@@ -56,10 +72,55 @@ RETURNING created_at`,
 		complete: `UPDATE ` + n + ` SET status = ?1, header = ?2, body = ?3, expires_at = ` + now("?7") + ` + ?8
 WHERE scope = ?4 AND idem_key = ?5 AND fingerprint = ?6 AND status IS NULL`,
 
-		lookup: `SELECT scope, idem_key, fingerprint, status, header, body, created_at, expires_at
+		lookup: `SELECT ` + columns(now("?3")) + `
 FROM ` + n + ` WHERE scope = ?1 AND idem_key = ?2 AND expires_at > ` + now("?3"),
 
 		purge: `DELETE FROM ` + n + ` WHERE (scope, idem_key) IN (
 	SELECT scope, idem_key FROM ` + n + ` WHERE expires_at <= ` + now("?1") + ` LIMIT ?2)`,
+
+		lease: newLeaseStatements(n),
+	}
+}
+
+// newLeaseStatements writes lease mode's statements for the quoted table
+// n. Every write that sets lease_until keeps expires_at >= lease_until.
+func newLeaseStatements(n string) leaseStatements {
+	// ?1 scope, ?2 key, ?3 fingerprint, ?4 now, ?5 retention (µs),
+	// ?6 lease (µs).
+	claimNow := now("?4")
+	// ?1 scope, ?2 key, ?3 token, ?4 now, then each statement's own.
+	fenced := `WHERE scope = ?1 AND idem_key = ?2 AND token = ?3 AND status IS NULL`
+	return leaseStatements{
+		insert: `INSERT INTO ` + n + ` (scope, idem_key, fingerprint, status, header, body, created_at, expires_at, token, lease_until)
+VALUES (?1, ?2, ?3, NULL, NULL, NULL, ` + claimNow + `, MAX(` + claimNow + ` + ?5, ` + claimNow + ` + ?6), 1, ` + claimNow + ` + ?6)
+ON CONFLICT (scope, idem_key) DO NOTHING
+RETURNING token`,
+
+		takeExpired: `UPDATE ` + n + ` SET fingerprint = ?3, status = NULL, header = NULL, body = NULL,
+	created_at = ` + claimNow + `, expires_at = MAX(` + claimNow + ` + ?5, ` + claimNow + ` + ?6),
+	token = token + 1, lease_until = ` + claimNow + ` + ?6, step = NULL, step_data = NULL
+WHERE scope = ?1 AND idem_key = ?2 AND expires_at <= ` + claimNow,
+
+		resume: `UPDATE ` + n + ` SET token = token + 1, lease_until = ` + claimNow + ` + ?6,
+	expires_at = MAX(expires_at, ` + claimNow + ` + ?6)
+WHERE scope = ?1 AND idem_key = ?2 AND status IS NULL AND fingerprint = ?3
+	AND lease_until IS NOT NULL AND lease_until <= ` + claimNow + ` AND expires_at > ` + claimNow,
+
+		// ?5 lease (µs).
+		extend: `UPDATE ` + n + ` SET lease_until = ` + now("?4") + ` + ?5, expires_at = MAX(expires_at, ` + now("?4") + ` + ?5) ` + fenced,
+
+		// ?5 lease (µs), ?6 step, ?7 its data.
+		step: `UPDATE ` + n + ` SET lease_until = ` + now("?4") + ` + ?5, expires_at = MAX(expires_at, ` + now("?4") + ` + ?5),
+	step = ?6, step_data = ?7 ` + fenced,
+
+		// ?5 status, ?6 header, ?7 body, ?8 retention (µs).
+		complete: `UPDATE ` + n + ` SET status = ?5, header = ?6, body = ?7, expires_at = ` + now("?4") + ` + ?8, lease_until = NULL ` + fenced,
+
+		release: `UPDATE ` + n + ` SET lease_until = ` + now("?4") + ` ` + fenced + ` AND lease_until IS NOT NULL`,
+
+		// ?1 now, ?2 limit.
+		expired: `SELECT ` + columns(now("?1")) + ` FROM ` + n + `
+WHERE lease_until IS NOT NULL AND lease_until <= ` + now("?1") + ` AND status IS NULL AND expires_at > ` + now("?1") + `
+ORDER BY lease_until LIMIT ?2`,
 	}
 }
