@@ -387,10 +387,12 @@ type LeaseFunc[TTx any] func(ctx context.Context, l *Lease[TTx]) (Response, erro
 // DoLease runs fn in lease mode: Lease, then fn while a heartbeat extends
 // the lease every third of Config.Lease, then Complete with fn's response
 // (or Release when its status is not to be stored). If fn returns an error
-// the lease is released, so a retry resumes from the last recovery point,
-// and the error is returned unchanged. If the lease is lost while fn runs,
-// fn's context is cancelled with ErrLeaseLost as its cause. Losers get
-// Replay, Mismatch or InFlight without running fn.
+// or panics, the lease is released, so a retry resumes from the last
+// recovery point, and the error (or panic) comes back unchanged. Once fn
+// has returned, completing or releasing no longer ends with ctx; it runs
+// within Config.CommitTimeout. If the lease is lost while fn runs, fn's
+// context is cancelled with ErrLeaseLost as its cause. Losers get Replay,
+// Mismatch or InFlight without running fn.
 func (s *Store[TTx]) DoLease(ctx context.Context, req Request, fn LeaseFunc[TTx]) (Result, error) {
 	if fn == nil {
 		return Result{}, fmt.Errorf("%w: nil function", ErrInvalidConfig)
@@ -402,16 +404,34 @@ func (s *Store[TTx]) DoLease(ctx context.Context, req Request, fn LeaseFunc[TTx]
 		}
 		return l.Result, err
 	}
+	// The work is done once fn returns: finishing it (completing or
+	// releasing) must not end with a caller that hung up; CommitTimeout
+	// bounds it instead, as in Do.
+	finishCtx := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CommitTimeout)
+	}
 	workCtx, stop := l.heartbeat(ctx)
+	returned := false
+	defer func() {
+		stop()
+		if !returned { // fn panicked: let a retry resume at once
+			fctx, cancel := finishCtx()
+			defer cancel()
+			_ = l.Release(fctx)
+		}
+	}()
 	resp, err := fn(workCtx, l)
+	returned = true
 	stop()
+	fctx, cancel := finishCtx()
+	defer cancel()
 	if err != nil {
-		if rerr := l.Release(context.WithoutCancel(ctx)); rerr != nil && !errors.Is(rerr, ErrLeaseLost) {
+		if rerr := l.Release(fctx); rerr != nil && !errors.Is(rerr, ErrLeaseLost) {
 			return Result{}, errors.Join(err, rerr)
 		}
 		return Result{}, err
 	}
-	return l.Complete(ctx, resp, nil)
+	return l.Complete(fctx, resp, nil)
 }
 
 // heartbeat extends l every third of the lease until stop is called. The
@@ -438,10 +458,13 @@ func (l *Lease[TTx]) heartbeat(ctx context.Context) (context.Context, func()) {
 			}
 		}
 	})
+	var once sync.Once
 	return workCtx, func() {
-		close(done)
-		wg.Wait()
-		cancel(nil)
+		once.Do(func() {
+			close(done)
+			wg.Wait()
+			cancel(nil)
+		})
 	}
 }
 

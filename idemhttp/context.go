@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"sync"
+
+	"github.com/idemkit/idem"
 )
 
 // runKey is the context key of the current handler run.
@@ -13,7 +15,8 @@ type runKey struct{}
 // handlerRun is what one run of a handler inside a transaction shares with
 // the middleware.
 type handlerRun struct {
-	tx any
+	tx    any // Wrap's transaction
+	lease any // WrapLease's *idem.Lease
 
 	mu  sync.Mutex
 	err error
@@ -51,6 +54,25 @@ func Tx[TTx any](ctx context.Context) (TTx, bool) {
 	return tx, ok
 }
 
+// Lease returns the lease the middleware's WrapLease runs the handler under,
+// from the handler's request context. TTx is the store's transaction type.
+// It reports false outside WrapLease (under Wrap, use Tx) or for another
+// TTx.
+//
+// Record a step after each external call, with that step's own writes
+// (Lease.RecordStep), send Lease.DownstreamKey(step) to the provider as its
+// idempotency key, and check Lease.Step first: a lease that Resumed work
+// must not redo a recorded step. Do not Complete or Release the lease; the
+// middleware does, with the handler's answer.
+func Lease[TTx any](ctx context.Context) (*idem.Lease[TTx], bool) {
+	run, ok := ctx.Value(runKey{}).(*handlerRun)
+	if !ok {
+		return nil, false
+	}
+	l, ok := run.lease.(*idem.Lease[TTx])
+	return l, ok
+}
+
 // Fail reports that the handler failed with err, the way http.Error reports
 // a message. Inside the middleware it discards whatever the handler wrote:
 // the transaction rolls back and nothing is stored; if err is a retryable
@@ -58,6 +80,9 @@ func Tx[TTx any](ctx context.Context) (TTx, bool) {
 // idem.ErrSerialization), the store runs the whole transaction, handler
 // included, again; otherwise the client gets a 500 problem and err is
 // logged. The first Fail of a run wins.
+//
+// Under WrapLease, Fail releases the lease instead: a retry resumes the work
+// from its last recorded step.
 //
 // Outside the middleware, Fail writes a 500 problem to w. Return from the
 // handler after calling it.

@@ -160,29 +160,49 @@ func New[TTx any](store *idem.Store[TTx], cfg Config) (*Middleware[TTx], error) 
 // straight to next. Wrap the handlers you register on a ServeMux, not the
 // ServeMux itself, so that DefaultRoute sees the pattern that matched.
 func (m *Middleware[TTx]) Wrap(next http.Handler) http.Handler {
+	return m.protect(next, m.serve)
+}
+
+// WrapLease is Wrap in lease mode (idem.Store.DoLease), for handlers that
+// call something outside the database (a payment provider, another
+// service): no transaction is held while the handler runs. The handler gets
+// the lease with Lease, records a step after each external call (with that
+// step's own database writes), and sends Lease.DownstreamKey(step) to the
+// provider as its idempotency key. Its answer is stored when it returns;
+// Fail, a panic, or a status that is not stored (5xx, 408, 425, 429)
+// release the lease instead, so a retry resumes from the last step. The
+// answers are Wrap's: a replay, 422 for another request, 409 while the
+// lease is held (Retry-After: until it ends), and 503 "lease-lost" when the
+// handler outlived its lease and another attempt took the work over.
+func (m *Middleware[TTx]) WrapLease(next http.Handler) http.Handler {
+	return m.protect(next, m.serveLease)
+}
+
+func (m *Middleware[TTx]) protect(next http.Handler, serve func(http.ResponseWriter, *http.Request, http.Handler)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !m.methods[r.Method] {
 			next.ServeHTTP(w, r)
 			return
 		}
-		m.serve(w, r, next)
+		serve(w, r, next)
 	})
 }
 
-// serve runs one protected request.
-func (m *Middleware[TTx]) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+// prepare reads what identifies a protected request: its key, body and
+// principal. When one is missing or unusable it answers and reports false.
+func (m *Middleware[TTx]) prepare(w http.ResponseWriter, r *http.Request) (idem.Request, []byte, bool) {
 	w.Header().Set(HeaderRetention, m.retention)
 	key, err := keyFrom(r.Header)
 	switch {
 	case errors.Is(err, errNoKey):
 		writeProblem(w, http.StatusBadRequest, "key-missing",
 			"This request needs an Idempotency-Key header: make one key for this operation and send it again on every retry of it.")
-		return
+		return idem.Request{}, nil, false
 	case err != nil:
 		reason := strings.TrimPrefix(err.Error(), idem.ErrInvalidKey.Error()+": ")
 		writeProblem(w, http.StatusBadRequest, "key-invalid",
 			fmt.Sprintf("The Idempotency-Key header is not usable (%s). A key is 1 to %d bytes of printable ASCII, sent once.", reason, idem.MaxKeyBytes))
-		return
+		return idem.Request{}, nil, false
 	}
 	body, err := readBody(w, r, m.cfg.MaxRequestBody)
 	if err != nil {
@@ -190,10 +210,10 @@ func (m *Middleware[TTx]) serve(w http.ResponseWriter, r *http.Request, next htt
 		if errors.As(err, &tooLarge) {
 			writeProblem(w, http.StatusRequestEntityTooLarge, "body-too-large",
 				fmt.Sprintf("The request body is larger than %d bytes. Nothing was done.", m.cfg.MaxRequestBody))
-			return
+			return idem.Request{}, nil, false
 		}
 		writeProblem(w, http.StatusBadRequest, "body-unreadable", "The request body could not be read. Nothing was done.")
-		return
+		return idem.Request{}, nil, false
 	}
 
 	principal := m.cfg.Principal(r)
@@ -202,33 +222,71 @@ func (m *Middleware[TTx]) serve(w http.ResponseWriter, r *http.Request, next htt
 			slog.String("method", r.Method), slog.String("path", r.URL.Path))
 		writeProblem(w, http.StatusForbidden, "principal-missing",
 			"This request carries an Idempotency-Key but no authenticated caller to scope it to, so it was refused. Nothing was done.")
-		return
+		return idem.Request{}, nil, false
 	}
 	route := m.cfg.Route(r)
-	req := idem.Request{
+	return idem.Request{
 		Scope:       scopeOf(principal, r.Method, route),
 		Key:         key,
 		Fingerprint: m.cfg.Fingerprint(r, route, body),
+	}, body, true
+}
+// serve runs one protected request in one transaction (Wrap).
+func (m *Middleware[TTx]) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	w.Header().Set(HeaderRetention, m.retention)
+	req, body, ok := m.prepare(w, r)
+	if !ok {
+		return
 	}
 	var last *recorder // the answer of the handler's last run
 	res, err := m.store.Do(r.Context(), req, func(ctx context.Context, tx TTx) (idem.Response, error) {
-		run := &handlerRun{tx: tx}
-		last = newRecorder(m.maxBody)
-		hr := r.WithContext(context.WithValue(ctx, runKey{}, run))
-		hr.Body = io.NopCloser(bytes.NewReader(body))
-		hr.ContentLength = int64(len(body))
-		hr.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-		next.ServeHTTP(last, hr)
-		if err := run.failure(); err != nil {
-			return idem.Response{}, &handlerError{err: err}
-		}
-		resp, err := last.finish()
-		if err != nil {
-			return idem.Response{}, err
-		}
-		resp.Header = m.storedHeader(resp.Header)
-		return resp, nil
+		var resp idem.Response
+		var err error
+		last, resp, err = m.run(ctx, r, body, next, &handlerRun{tx: tx})
+		return resp, err
 	})
+	m.answer(w, r, req, res, err, last)
+}
+
+// serveLease runs one protected request in lease mode (WrapLease).
+func (m *Middleware[TTx]) serveLease(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	w.Header().Set(HeaderRetention, m.retention)
+	req, body, ok := m.prepare(w, r)
+	if !ok {
+		return
+	}
+	var last *recorder
+	res, err := m.store.DoLease(r.Context(), req, func(ctx context.Context, l *idem.Lease[TTx]) (idem.Response, error) {
+		var resp idem.Response
+		var err error
+		last, resp, err = m.run(ctx, r, body, next, &handlerRun{lease: l})
+		return resp, err
+	})
+	m.answer(w, r, req, res, err, last)
+}
+
+// run runs the handler once, on a fresh copy of the body, with run in its
+// request's context, and returns its buffered answer and what to store.
+func (m *Middleware[TTx]) run(ctx context.Context, r *http.Request, body []byte, next http.Handler, run *handlerRun) (*recorder, idem.Response, error) {
+	rec := newRecorder(m.maxBody)
+	hr := r.WithContext(context.WithValue(ctx, runKey{}, run))
+	hr.Body = io.NopCloser(bytes.NewReader(body))
+	hr.ContentLength = int64(len(body))
+	hr.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	next.ServeHTTP(rec, hr)
+	if err := run.failure(); err != nil {
+		return rec, idem.Response{}, &handlerError{err: err}
+	}
+	resp, err := rec.finish()
+	if err != nil {
+		return rec, idem.Response{}, err
+	}
+	resp.Header = m.storedHeader(resp.Header)
+	return rec, resp, nil
+}
+
+// answer writes what Do or DoLease decided.
+func (m *Middleware[TTx]) answer(w http.ResponseWriter, r *http.Request, req idem.Request, res idem.Result, err error, last *recorder) {
 	if err != nil {
 		m.failed(w, r, req, err)
 		return
@@ -245,7 +303,7 @@ func (m *Middleware[TTx]) serve(w http.ResponseWriter, r *http.Request, next htt
 		writeProblem(w, http.StatusUnprocessableEntity, "key-mismatch",
 			"This Idempotency-Key was already used with a different request (another resource, query or body). Use a new key for a new operation.")
 	case idem.InFlight:
-		w.Header().Set("Retry-After", m.retryAfter)
+		w.Header().Set("Retry-After", m.retryAfterFor(res.Record))
 		detail := "A request with this Idempotency-Key is still in progress. Retry later with the same key."
 		if res.Record.Key == "" {
 			detail = "The request could not claim its Idempotency-Key in time: another request holds it, or the database is busy. Retry later with the same key."
@@ -254,6 +312,18 @@ func (m *Middleware[TTx]) serve(w http.ResponseWriter, r *http.Request, next htt
 	default:
 		m.failed(w, r, req, fmt.Errorf("idemhttp: unexpected outcome %v", res.Outcome))
 	}
+}
+
+// retryAfterFor is the Retry-After of a 409: Config.RetryAfter, or, for a
+// key held by a lease, the seconds until the lease ends (rounded up, at
+// most a minute), when it may be taken over.
+func (m *Middleware[TTx]) retryAfterFor(rec idem.Record) string {
+	if rec.LeaseUntil.IsZero() {
+		return m.retryAfter
+	}
+	left := time.Until(rec.LeaseUntil)
+	secs := min(max(int64((left+time.Second-1)/time.Second), 1), 60)
+	return strconv.FormatInt(secs, 10)
 }
 
 // failed answers an error from Do: nothing was stored, or (ErrCommitUnknown)
@@ -275,6 +345,11 @@ func (m *Middleware[TTx]) failed(w http.ResponseWriter, r *http.Request, req ide
 	case errors.Is(err, idem.ErrInvalidResponse):
 		log("handler wrote an invalid status; rolled back")
 		writeProblem(w, http.StatusInternalServerError, "handler-failed", "The operation failed and was rolled back.")
+	case errors.Is(err, idem.ErrLeaseLost):
+		log("lease lost: another attempt took the work over")
+		w.Header().Set("Retry-After", m.retryAfter)
+		writeProblem(w, http.StatusServiceUnavailable, "lease-lost",
+			"The operation outlived its lease and another attempt took it over. Retry with the same Idempotency-Key to get its result.")
 	case errors.Is(err, idem.ErrCommitUnknown):
 		log("commit outcome unknown")
 		w.Header().Set("Retry-After", m.retryAfter)

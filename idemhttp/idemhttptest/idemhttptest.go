@@ -82,6 +82,11 @@ func cases[TTx any]() []conformance.Case[TTx] {
 		{Name: "HandlerEndsTransaction", Run: testHandlerEndsTx[TTx]},
 		{Name: "RetriesExhausted503", Run: testRetriesExhausted[TTx]},
 		{Name: "RetryAfterRoundsUp", Run: testRetryAfterRoundsUp[TTx]},
+		{Name: "LeaseReplayAndMismatch", Run: testLeaseReplay[TTx]},
+		{Name: "LeaseHeld409", Run: testLeaseHeld[TTx]},
+		{Name: "LeaseFailResumes", Run: testLeaseFailResumes[TTx]},
+		{Name: "LeaseTransientStatusResumes", Run: testLeaseTransient[TTx]},
+		{Name: "LeaseLost503", Run: testLeaseLost[TTx]},
 	}
 }
 
@@ -130,8 +135,15 @@ func setup[TTx any](t *testing.T, b conformance.Backend[TTx], o options[TTx]) *e
 	if handle == nil {
 		handle = (*env[TTx]).order
 	}
-	h := mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handle(e, w, r) }))
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handle(e, w, r) })
+	h := mw.Wrap(handler)
 	e.mux = http.NewServeMux()
+	// Lease mode: the case's handler (leaseOrder by default) under WrapLease.
+	leased := handler
+	if o.handler == nil {
+		leased = func(w http.ResponseWriter, r *http.Request) { e.leaseOrder(w, r) }
+	}
+	e.mux.Handle("POST /leased/{id}", mw.WrapLease(leased))
 	for _, pattern := range []string{"/orders", "/other",
 		"POST /invoices/{id}/pay", // path values
 		"POST /api/",              // a catch-all
