@@ -231,6 +231,7 @@ func (m *Middleware[TTx]) prepare(w http.ResponseWriter, r *http.Request) (idem.
 		Fingerprint: m.cfg.Fingerprint(r, route, body),
 	}, body, true
 }
+
 // serve runs one protected request in one transaction (Wrap).
 func (m *Middleware[TTx]) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	w.Header().Set(HeaderRetention, m.retention)
