@@ -276,7 +276,7 @@ func (m *Middleware[TTx]) run(ctx context.Context, r *http.Request, body []byte,
 	hr.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	next.ServeHTTP(rec, hr)
 	if err := run.failure(); err != nil {
-		return rec, idem.Response{}, &handlerError{err: err}
+		return rec, idem.Response{}, &handlerError{err: err, leased: run.lease != nil}
 	}
 	resp, err := rec.finish()
 	if err != nil {
@@ -369,6 +369,11 @@ func (m *Middleware[TTx]) failed(w http.ResponseWriter, r *http.Request, req ide
 			detail = "The operation may have taken effect, but its response could not be stored. Until this Idempotency-Key expires, requests with it get 409; contact the service before making a new key for the same operation."
 		}
 		writeProblem(w, http.StatusInternalServerError, "transaction-ended", detail)
+	case errors.As(err, &herr) && herr.leased:
+		log("handler failed; lease released")
+		w.Header().Set("Retry-After", m.retryAfter)
+		writeProblem(w, http.StatusServiceUnavailable, "handler-failed",
+			"The operation did not finish. What it completed is kept: retry with the same Idempotency-Key to resume it.")
 	case errors.As(err, &herr):
 		log("handler failed; rolled back")
 		writeProblem(w, http.StatusInternalServerError, "handler-failed", "The operation failed and was rolled back. Nothing was stored.")
@@ -404,8 +409,13 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	return body, nil
 }
 
-// handlerError is an error the handler reported with Fail.
-type handlerError struct{ err error }
+// handlerError is an error the handler reported with Fail; leased when it
+// ran under WrapLease, where a failure releases the lease for a retry to
+// resume.
+type handlerError struct {
+	err    error
+	leased bool
+}
 
 func (e *handlerError) Error() string { return "idemhttp: handler failed: " + e.err.Error() }
 func (e *handlerError) Unwrap() error { return e.err }

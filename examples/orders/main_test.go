@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -11,17 +10,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	mysqldriver "github.com/go-sql-driver/mysql"
-
+	"github.com/idemkit/idem/examples/internal/exampletest"
 	"github.com/idemkit/idem/idemhttp"
 	"github.com/idemkit/idem/integration/containers"
 )
@@ -42,18 +37,11 @@ func testServiceOn(t *testing.T, dsn string) (*backend, http.Handler) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.db.Close() })
-	h, err := newServer(b, slog.New(slog.NewTextHandler(testLog{t}, nil)))
+	h, err := newServer(b, slog.New(slog.NewTextHandler(exampletest.Log{T: t}, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b, h
-}
-
-type testLog struct{ t *testing.T }
-
-func (l testLog) Write(p []byte) (int, error) {
-	l.t.Log(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
 }
 
 // fault kinds, decided per attempt.
@@ -341,48 +329,7 @@ func TestOpenStoreBadDSN(t *testing.T) {
 	}
 }
 
-var databaseSeq atomic.Int64
+// freshPostgres and freshMySQL make empty databases on the test servers.
+func freshPostgres(t *testing.T) string { return exampletest.FreshPostgres(t, "orders") }
 
-// freshPostgres creates an empty database on the test server and returns
-// its postgres:// URL.
-func freshPostgres(t *testing.T) string {
-	t.Helper()
-	admin := containers.Postgres(t)
-	name := fmt.Sprintf("orders_%d_%d", os.Getpid(), databaseSeq.Add(1))
-	db, err := sql.Open("pgx", admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.ExecContext(t.Context(), "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
-	}
-	u, err := url.Parse(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
-	return u.String()
-}
-
-// freshMySQL creates an empty database on the test server and returns its
-// mysql:// URL.
-func freshMySQL(t *testing.T) string {
-	t.Helper()
-	cfg, err := mysqldriver.ParseDSN(containers.MySQL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := fmt.Sprintf("orders_%d_%d", os.Getpid(), databaseSeq.Add(1))
-	connector, err := mysqldriver.NewConnector(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := sql.OpenDB(connector)
-	defer db.Close()
-	if _, err := db.ExecContext(t.Context(), "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
-	}
-	u := url.URL{Scheme: "mysql", User: url.UserPassword(cfg.User, cfg.Passwd), Host: cfg.Addr, Path: "/" + name}
-	return u.String()
-}
+func freshMySQL(t *testing.T) string { return exampletest.FreshMySQL(t, "orders") }

@@ -4,18 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"net/url"
-	"path/filepath"
-	"strings"
-
-	mysqldriver "github.com/go-sql-driver/mysql"
-	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/dialect"
-	"github.com/idemkit/idem/mysql"
-	"github.com/idemkit/idem/postgres"
-	"github.com/idemkit/idem/sqlite"
+	"github.com/idemkit/idem/examples/internal/exampledb"
 )
 
 // backend is everything that differs between databases: the pool, the idem
@@ -89,109 +80,32 @@ var mysqlOrders = orderSQL{
 	lastInsertID: true,
 }
 
-// openStore opens the database dsn names, creates the tables if needed and
-// returns the backend. dsn is a SQLite file path (or sqlite:PATH, or
-// ":memory:"); postgres:// and mysql:// URLs are where the other backends
-// get added.
-func openStore(ctx context.Context, dsn string) (*backend, error) {
-	scheme, _, hasScheme := strings.Cut(dsn, "://")
-	switch {
-	case scheme == "postgres" || scheme == "postgresql":
-		return openPostgres(ctx, dsn)
-	case scheme == "mysql":
-		return openMySQL(ctx, dsn)
-	case hasScheme:
-		return nil, fmt.Errorf("-dsn %s://...: unknown database; use a SQLite path, postgres:// or mysql://", scheme)
-	}
-	path := strings.TrimPrefix(dsn, "sqlite:")
-	db, err := sqlite.Open(path)
+// openStore opens the database dsn names (see exampledb.Open), creates the
+// idem and order tables if needed and returns the backend.
+func openStore(ctx context.Context, dsn string) (b *backend, err error) {
+	db, err := exampledb.Open(ctx, dsn)
 	if err != nil {
 		return nil, err
 	}
-	name := "SQLite in memory"
-	if path != ":memory:" {
-		abs, err := filepath.Abs(path)
-		if err != nil {
-			abs = path
-		}
-		name = "SQLite file " + abs
-	}
-	return newBackend(ctx, name, db, sqliteOrders, func(db *sql.DB) (dialect.Driver[*sql.Tx], error) {
-		return sqlite.New(ctx, db, sqlite.Options{})
-	})
-}
-
-// newBackend makes the store on db with the driver newDriver returns and
-// creates the idem and order tables. It closes db when it fails.
-func newBackend(ctx context.Context, name string, db *sql.DB, q orderSQL, newDriver func(*sql.DB) (dialect.Driver[*sql.Tx], error)) (b *backend, err error) {
 	defer func() {
 		if err != nil {
-			db.Close()
+			db.SQL.Close()
 		}
 	}()
-	drv, err := newDriver(db)
-	if err != nil {
-		return nil, err
-	}
-	store, err := idem.New(drv, idem.Config{})
+	q := map[exampledb.Flavor]orderSQL{
+		exampledb.SQLite:     sqliteOrders,
+		exampledb.PostgreSQL: postgresOrders,
+		exampledb.MySQL:      mysqlOrders,
+	}[db.Flavor]
+	store, err := idem.New(db.Driver, idem.Config{})
 	if err != nil {
 		return nil, err
 	}
 	if err := store.Migrate(ctx); err != nil {
 		return nil, err
 	}
-	if _, err := db.ExecContext(ctx, q.schema); err != nil {
+	if _, err := db.SQL.ExecContext(ctx, q.schema); err != nil {
 		return nil, fmt.Errorf("create the orders table: %w", err)
 	}
-	return &backend{name: name, db: db, store: store, sql: q}, nil
-}
-
-// openPostgres opens a postgres:// URL with pgx's database/sql driver.
-func openPostgres(ctx context.Context, dsn string) (*backend, error) {
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		return nil, err
-	}
-	if err := db.PingContext(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
-	}
-	return newBackend(ctx, "PostgreSQL at "+redact(dsn), db, postgresOrders, func(db *sql.DB) (dialect.Driver[*sql.Tx], error) {
-		return postgres.NewSQL(ctx, db, postgres.Options{})
-	})
-}
-
-// openMySQL opens a mysql://user:password@host:port/database?params URL with
-// go-sql-driver/mysql (the query parameters are the driver's DSN parameters).
-func openMySQL(ctx context.Context, dsn string) (*backend, error) {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("-dsn: %w", err)
-	}
-	cfg := mysqldriver.NewConfig()
-	cfg.Net, cfg.Addr, cfg.DBName = "tcp", u.Host, strings.TrimPrefix(u.Path, "/")
-	cfg.User = u.User.Username()
-	cfg.Passwd, _ = u.User.Password()
-	if len(u.Query()) > 0 {
-		if cfg, err = mysqldriver.ParseDSN(cfg.FormatDSN() + "?" + u.RawQuery); err != nil {
-			return nil, fmt.Errorf("-dsn parameters: %w", err)
-		}
-	}
-	connector, err := mysqldriver.NewConnector(cfg)
-	if err != nil {
-		return nil, err
-	}
-	db := sql.OpenDB(connector)
-	return newBackend(ctx, "MySQL at "+redact(dsn), db, mysqlOrders, func(db *sql.DB) (dialect.Driver[*sql.Tx], error) {
-		return mysql.New(ctx, db, mysql.Options{})
-	})
-}
-
-// redact hides the password of a database URL for the log.
-func redact(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
+	return &backend{name: db.Name, db: db.SQL, store: store, sql: q}, nil
 }

@@ -113,7 +113,9 @@ func testLeaseFailResumes[TTx any](t *testing.T, b conformance.Backend[TTx]) {
 		e.leaseOrder(w, r)
 	}})
 	const key = "lease-fail"
-	e.expectProblem(key, e.send(call{key: key, path: "/leased/1", body: "x"}), http.StatusInternalServerError, "handler-failed")
+	failed := e.send(call{key: key, path: "/leased/1", body: "x"})
+	e.expectProblem(key, failed, http.StatusServiceUnavailable, "handler-failed") // worth a retry: it resumes
+	e.expectRetryAfter(key, failed)
 	e.expectRows(key, 1, 1, 1) // the step and its write stay, the record stays pending
 	r := e.send(call{key: key, path: "/leased/1", body: "x"})
 	if r.status != http.StatusCreated || !strings.Contains(string(r.body), "charge by run 1; answered by run 2") {
