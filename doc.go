@@ -24,6 +24,16 @@
 //     Config.ReadFirst it first reads the key outside any transaction and
 //     answers a settled key (Replay, Mismatch) from that read.
 //
+// # Calling out: lease mode
+//
+// When the work also calls something outside the database (a payment
+// provider, another service), one transaction cannot hold it: Store.DoLease
+// (or Store.Lease and its Lease) commits the claim on its own with a lease
+// and a fencing token, records recovery points with each step's writes, and
+// completes under the token; an expired lease is taken over by exactly one
+// retry, which resumes from the last step and sends the same downstream
+// keys (Lease.DownstreamKey) to the provider.
+//
 // # Retention
 //
 // Every record expires Config.Retention (24 hours by default) after its

@@ -146,6 +146,14 @@
 // own). On a database whose DDL commits on its own, give each migration one
 // atomic statement.
 //
+// # Lease mode
+//
+// A Dialect that also implements Leaser runs idem's lease mode (see its
+// documentation for the invariants: expires_at never before lease_until,
+// a takeover increments the token, fenced writes report ErrLeaseLost). The
+// suite's Lease* cases check it. Without Leaser, Store.Lease fails with
+// ErrInvalidConfig.
+//
 // # Optional abilities
 //
 // A Queryer or Tx may implement Pipeliner (several statements in one round
