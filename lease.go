@@ -260,6 +260,24 @@ func (l *Lease[TTx]) RecordStep(ctx context.Context, step string, data []byte, f
 		return err
 	}
 	leaser := l.store.d.(dialect.Leaser)
+	err := l.fencedTx(ctx, "record step "+step+" of", fn, func(q dialect.Queryer) error {
+		return leaser.RecordStep(ctx, q, l.store.table, dialect.StepArgs{FenceArgs: l.fence(), Step: step, Data: data})
+	})
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.step, l.stepData = step, data
+	l.mu.Unlock()
+	return nil
+}
+
+// fencedTx runs write (a fenced statement) then fn in one transaction and
+// commits, retried like Do's transactions. The fenced write goes first: it
+// holds the row until COMMIT, so no takeover slips in between it and fn's
+// writes. fn's own error is returned unchanged after a rollback, unless a
+// retry may cure it.
+func (l *Lease[TTx]) fencedTx(ctx context.Context, op string, fn func(ctx context.Context, tx TTx) error, write func(q dialect.Queryer) error) error {
 	var fnErr error
 	err := l.store.retry(ctx, func() error {
 		fnErr = nil
@@ -267,9 +285,7 @@ func (l *Lease[TTx]) RecordStep(ctx context.Context, step string, data []byte, f
 		if err != nil {
 			return l.store.d.Classify(err)
 		}
-		// The fenced UPDATE first: it holds the row until COMMIT, so no
-		// takeover slips in between it and fn's writes.
-		if err := leaser.RecordStep(ctx, tx, l.store.table, dialect.StepArgs{FenceArgs: l.fence(), Step: step, Data: data}); err != nil {
+		if err := write(tx); err != nil {
 			rollback(ctx, tx)
 			return l.store.d.Classify(err)
 		}
@@ -289,11 +305,8 @@ func (l *Lease[TTx]) RecordStep(ctx context.Context, step string, data []byte, f
 		return fnErr
 	}
 	if err != nil {
-		return l.store.failed(ctx, "record step "+step+" of", l.req, err)
+		return l.store.failed(ctx, op, l.req, err)
 	}
-	l.mu.Lock()
-	l.step, l.stepData = step, data
-	l.mu.Unlock()
 	return nil
 }
 
@@ -322,35 +335,12 @@ func (l *Lease[TTx]) Complete(ctx context.Context, resp Response, fn func(ctx co
 		return Result{}, err
 	}
 	leaser := l.store.d.(dialect.Leaser)
-	var fnErr error
-	err = l.store.retry(ctx, func() error {
-		fnErr = nil
-		tx, err := l.store.driver.Begin(ctx, dialect.BeginOptions{WaitBound: l.store.cfg.WaitBound})
-		if err != nil {
-			return l.store.d.Classify(err)
-		}
+	err = l.fencedTx(ctx, "complete the lease of", fn, func(q dialect.Queryer) error {
 		a := dialect.CompleteLeaseArgs{FenceArgs: l.fence(), Status: resp.Status, Header: header, Body: body, Retention: l.store.cfg.Retention}
-		if err := leaser.CompleteLease(ctx, tx, l.store.table, a); err != nil {
-			rollback(ctx, tx)
-			return l.store.d.Classify(err)
-		}
-		if fn != nil {
-			if err := fn(ctx, tx.Native()); err != nil {
-				rollback(ctx, tx)
-				if classified := l.store.d.Classify(err); retryable(classified) {
-					return classified
-				}
-				fnErr = err
-				return nil
-			}
-		}
-		return l.store.d.Classify(tx.Commit(ctx))
+		return leaser.CompleteLease(ctx, q, l.store.table, a)
 	})
-	if fnErr != nil {
-		return Result{}, fnErr
-	}
 	if err != nil {
-		return Result{}, l.store.failed(ctx, "complete the lease of", l.req, err)
+		return Result{}, err
 	}
 	l.mu.Lock()
 	l.ended = true

@@ -28,14 +28,11 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
+	"github.com/idemkit/idem/examples/internal/serve"
 	"github.com/idemkit/idem/idemhttp"
 )
 
@@ -44,14 +41,9 @@ func main() {
 	dbPath := flag.String("db", "orders.db", "SQLite database file, created if missing")
 	dsn := flag.String("dsn", "", "database URL, instead of -db: sqlite:PATH, postgres://user:pass@host:5432/db or mysql://user:pass@host:3306/db")
 	flag.Parse()
-
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, *addr, cmp.Or(*dsn, *dbPath), logger); err != nil {
-		logger.Error("orders: " + err.Error())
-		os.Exit(1)
-	}
+	serve.Main("orders", func(ctx context.Context, logger *slog.Logger) error {
+		return run(ctx, *addr, cmp.Or(*dsn, *dbPath), logger)
+	})
 }
 
 // run serves until ctx ends, then shuts down gracefully.
@@ -65,24 +57,8 @@ func run(ctx context.Context, addr, dsn string, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
-	logger.Info("orders: listening", "url", "http://"+ln.Addr().String(), "database", b.name,
+	return serve.Until(ctx, "orders", addr, handler, logger, "database", b.name,
 		"tenant", "X-Tenant header, default anonymous", "retention", b.store.Config().Retention)
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	logger.Info("orders: shutting down")
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return srv.Shutdown(shutdownCtx)
 }
 
 // service holds what the handlers need.
@@ -138,7 +114,7 @@ func (s *service) createOrder(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", fmt.Sprintf("/orders/%d", o.ID))
-	writeJSON(w, http.StatusCreated, o)
+	serve.JSON(w, http.StatusCreated, o)
 }
 
 // getOrder reads an order of the caller's tenant.
@@ -157,17 +133,6 @@ func (s *service) getOrder(w http.ResponseWriter, r *http.Request) {
 		s.logger.Error("orders: read order", "id", id, "error", err)
 		http.Error(w, "could not read the order", http.StatusInternalServerError)
 	default:
-		writeJSON(w, http.StatusOK, o)
+		serve.JSON(w, http.StatusOK, o)
 	}
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		http.Error(w, "could not encode the answer", http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	w.Write(append(body, '\n'))
 }

@@ -33,12 +33,10 @@ import (
 	"context"
 	"flag"
 	"log/slog"
-	"net"
 	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
+
+	"github.com/idemkit/idem/examples/internal/serve"
 )
 
 func main() {
@@ -49,14 +47,8 @@ func main() {
 	crashAfter := flag.Int("crash-after-charges", 0, "fault injection for tests: exit at once after this many provider answers, before recording the last (0: never)")
 	flag.Parse()
 
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	cfg := config{dsn: *dsn, provider: *provider, lease: *lease, crashAfter: *crashAfter}
-	if err := run(ctx, *addr, cfg, logger); err != nil {
-		logger.Error("payments: " + err.Error())
-		os.Exit(1)
-	}
+	serve.Main("payments", func(ctx context.Context, logger *slog.Logger) error { return run(ctx, *addr, cfg, logger) })
 }
 
 // config is what the service is started with.
@@ -73,23 +65,8 @@ func run(ctx context.Context, addr string, cfg config, logger *slog.Logger) erro
 		return err
 	}
 	defer s.db.SQL.Close()
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: s.routes, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
-	logger.Info("payments: listening", "url", "http://"+ln.Addr().String(), "database", s.db.Name, "provider", cfg.provider,
+	return serve.Until(ctx, "payments", addr, s.routes, logger, "database", s.db.Name, "provider", cfg.provider,
 		"tenant", "X-Tenant header, default anonymous")
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return srv.Shutdown(shutdownCtx)
 }
 
 // tenant is who is asking. Demo only: trust an authenticated principal, not

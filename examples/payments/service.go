@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/examples/internal/exampledb"
+	"github.com/idemkit/idem/examples/internal/serve"
 	"github.com/idemkit/idem/idemhttp"
 )
 
@@ -137,7 +138,7 @@ func (s *service) createOrder(w http.ResponseWriter, r *http.Request) {
 		}
 		if charge.declined {
 			o.Error = "card declined"
-			writeJSON(w, http.StatusPaymentRequired, o) // an outcome: stored and replayed
+			serve.JSON(w, http.StatusPaymentRequired, o) // an outcome: stored and replayed
 			return
 		}
 		s.maybeCrash()
@@ -152,7 +153,7 @@ func (s *service) createOrder(w http.ResponseWriter, r *http.Request) {
 		o.Charge = charge.ID
 	}
 	w.Header().Set("Location", "/orders/"+o.ID)
-	writeJSON(w, http.StatusCreated, o)
+	serve.JSON(w, http.StatusCreated, o)
 }
 
 // charge is the provider's answer.
@@ -197,15 +198,4 @@ func (s *service) maybeCrash() {
 		s.logger.Warn("payments: crashing on purpose after a provider answer (-crash-after-charges)", "answers", n)
 		os.Exit(3)
 	}
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		http.Error(w, "could not encode the answer", http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	w.Write(append(body, '\n'))
 }

@@ -28,17 +28,10 @@ func testBodyTooLarge[TTx any](t *testing.T, b conformance.Backend[TTx]) {
 }
 
 func testServerError[TTx any](t *testing.T, b conformance.Backend[TTx]) {
-	e := setup(t, b, options[TTx]{handler: func(e *env[TTx], w http.ResponseWriter, r *http.Request) {
-		if e.runs.Load() > 0 {
-			e.order(w, r)
-			return
-		}
-		if !e.writeEffect(w, r) {
-			return
-		}
+	e := setup(t, b, options[TTx]{handler: afterFirstRun(func(e *env[TTx], w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", "7")
 		http.Error(w, "inventory service unavailable", http.StatusServiceUnavailable)
-	}})
+	})})
 	const key = "5xx-1"
 	r := e.send(call{key: key, body: "x"})
 	if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") != "7" || !strings.Contains(string(r.body), "inventory") {
@@ -82,17 +75,10 @@ func testResponseTooLarge[TTx any](t *testing.T, b conformance.Backend[TTx]) {
 }
 
 func testPanic[TTx any](t *testing.T, b conformance.Backend[TTx]) {
-	e := setup(t, b, options[TTx]{handler: func(e *env[TTx], w http.ResponseWriter, r *http.Request) {
-		if e.runs.Load() > 0 {
-			e.order(w, r)
-			return
-		}
-		if !e.writeEffect(w, r) {
-			return
-		}
+	e := setup(t, b, options[TTx]{handler: afterFirstRun(func(e *env[TTx], w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusCreated)
 		panic("handler bug")
-	}})
+	})})
 	const key = "panic-1"
 	func() {
 		defer func() {
@@ -111,17 +97,10 @@ func testPanic[TTx any](t *testing.T, b conformance.Backend[TTx]) {
 }
 
 func testFail[TTx any](t *testing.T, b conformance.Backend[TTx]) {
-	e := setup(t, b, options[TTx]{handler: func(e *env[TTx], w http.ResponseWriter, r *http.Request) {
-		if e.runs.Load() > 0 {
-			e.order(w, r)
-			return
-		}
-		if !e.writeEffect(w, r) {
-			return
-		}
+	e := setup(t, b, options[TTx]{handler: afterFirstRun(func(e *env[TTx], w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusCreated) // discarded by Fail
 		idemhttp.Fail(w, r, errors.New("payment provider said no"))
-	}})
+	})})
 	const key = "fail-1"
 	e.expectProblem(key, e.send(call{key: key, body: "x"}), http.StatusInternalServerError, "handler-failed")
 	e.expectRows(key, 0, 0, 1)
@@ -132,16 +111,9 @@ func testFail[TTx any](t *testing.T, b conformance.Backend[TTx]) {
 }
 
 func testFailRetryable[TTx any](t *testing.T, b conformance.Backend[TTx]) {
-	e := setup(t, b, options[TTx]{handler: func(e *env[TTx], w http.ResponseWriter, r *http.Request) {
-		if e.runs.Load() > 0 {
-			e.order(w, r)
-			return
-		}
-		if !e.writeEffect(w, r) {
-			return
-		}
+	e := setup(t, b, options[TTx]{handler: afterFirstRun(func(e *env[TTx], w http.ResponseWriter, r *http.Request) {
 		idemhttp.Fail(w, r, fmt.Errorf("simulated: %w", idem.ErrSerialization))
-	}})
+	})})
 	const key = "fail-retry-1"
 	r := e.send(call{key: key, body: "x"})
 	if r.status != http.StatusCreated || !strings.Contains(string(r.body), "run=2") {

@@ -197,6 +197,21 @@ func (e *env[TTx]) order(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "run=%d body=%q", n, body)
 }
 
+// afterFirstRun is a handler that on its first run writes its effect and
+// answers with first, and on every later run is the default order handler:
+// a case's fault happens once, and the retry shows what it left behind.
+func afterFirstRun[TTx any](first func(e *env[TTx], w http.ResponseWriter, r *http.Request)) func(*env[TTx], http.ResponseWriter, *http.Request) {
+	return func(e *env[TTx], w http.ResponseWriter, r *http.Request) {
+		if e.runs.Load() > 0 {
+			e.order(w, r)
+			return
+		}
+		if e.writeEffect(w, r) {
+			first(e, w, r)
+		}
+	}
+}
+
 // writeEffect writes the run's effect in the middleware's transaction. When
 // that fails it calls idemhttp.Fail and reports false: return then.
 func (e *env[TTx]) writeEffect(w http.ResponseWriter, r *http.Request) bool {

@@ -122,17 +122,10 @@ func testQuotedKey[TTx any](t *testing.T, b conformance.Backend[TTx]) {
 func testTransientStatus[TTx any](t *testing.T, b conformance.Backend[TTx]) {
 	for _, status := range []int{http.StatusTooManyRequests, http.StatusRequestTimeout, http.StatusTooEarly} {
 		t.Run(fmt.Sprint(status), func(t *testing.T) {
-			e := setup(t, b, options[TTx]{handler: func(e *env[TTx], w http.ResponseWriter, r *http.Request) {
-				if e.runs.Load() > 0 {
-					e.order(w, r)
-					return
-				}
-				if !e.writeEffect(w, r) {
-					return
-				}
+			e := setup(t, b, options[TTx]{handler: afterFirstRun(func(e *env[TTx], w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Retry-After", "1")
 				http.Error(w, "slow down", status)
-			}})
+			})})
 			key := fmt.Sprintf("transient-%d", status)
 			if r := e.send(call{key: key, body: "x"}); r.status != status {
 				e.Fatalf(key, "first: %d %s, want the handler's %d", r.status, r.body, status)
