@@ -31,6 +31,29 @@ type Backend[TTx any] struct {
 	InsertLegacy func(ctx context.Context, q dialect.Queryer, table string, rows []LegacyRecord) error
 }
 
+// LegacyInserter returns a Backend.InsertLegacy that runs insert once per
+// row: insert is an INSERT into the table named by its %s, whose eight
+// arguments are scope, key, fingerprint, status, header, body, created_at
+// and expires_at, with times encoded by encodeTime (as the first schema
+// version stored them). A pending row has NULL status, header and body; a
+// completed one an empty header.
+func LegacyInserter(insert string, encodeTime func(time.Time) any) func(ctx context.Context, q dialect.Queryer, table string, rows []LegacyRecord) error {
+	return func(ctx context.Context, q dialect.Queryer, table string, rows []LegacyRecord) error {
+		for _, r := range rows {
+			var status, header, body any
+			if r.Status != nil {
+				status, header, body = *r.Status, []byte{}, r.Body
+			}
+			_, err := q.Exec(ctx, fmt.Sprintf(insert, table), r.Scope, r.Key, r.Fingerprint, status, header, body,
+				encodeTime(r.CreatedAt), encodeTime(r.ExpiresAt))
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
 // LegacyRecord is a record as the first schema version held it.
 type LegacyRecord struct {
 	Scope, Key  string

@@ -1,10 +1,10 @@
 package sqlite_test
 
 import (
-	"context"
 	"database/sql"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idem/conformance"
 	"github.com/idemkit/idem/dialect"
@@ -37,18 +37,6 @@ func TestConformance(t *testing.T) {
 }
 
 // insertLegacy writes rows as the first schema version did: its columns,
-// times as Unix microseconds, NULL status, header and body while pending.
-func insertLegacy(ctx context.Context, q dialect.Queryer, table string, rows []conformance.LegacyRecord) error {
-	for _, r := range rows {
-		var status, header, body any
-		if r.Status != nil {
-			status, header, body = *r.Status, []byte{}, r.Body
-		}
-		_, err := q.Exec(ctx, `INSERT INTO "`+table+`" (scope, idem_key, fingerprint, status, header, body, created_at, expires_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, r.Scope, r.Key, r.Fingerprint, status, header, body, r.CreatedAt.UnixMicro(), r.ExpiresAt.UnixMicro())
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
+// times as Unix microseconds.
+var insertLegacy = conformance.LegacyInserter(`INSERT INTO "%s" (scope, idem_key, fingerprint, status, header, body, created_at, expires_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, func(t time.Time) any { return t.UnixMicro() })

@@ -79,22 +79,9 @@ func TestConformance(t *testing.T) {
 }
 
 // insertLegacy writes rows as the first schema version did: its columns,
-// DATETIME(6) times in UTC, NULL status, header and body while pending.
-func insertLegacy(ctx context.Context, q dialect.Queryer, table string, rows []conformance.LegacyRecord) error {
-	const layout = "2006-01-02 15:04:05.000000"
-	for _, r := range rows {
-		var status, header, body any
-		if r.Status != nil {
-			status, header, body = *r.Status, []byte{}, r.Body
-		}
-		_, err := q.Exec(ctx, "INSERT INTO `"+table+"` (scope, idem_key, fingerprint, status, header, body, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-			r.Scope, r.Key, r.Fingerprint, status, header, body, r.CreatedAt.UTC().Format(layout), r.ExpiresAt.UTC().Format(layout))
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
+// DATETIME(6) times in UTC.
+var insertLegacy = conformance.LegacyInserter("INSERT INTO `%s` (scope, idem_key, fingerprint, status, header, body, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+	func(t time.Time) any { return t.UTC().Format("2006-01-02 15:04:05.000000") })
 
 // The HTTP middleware's suite on MySQL.
 func TestHTTP(t *testing.T) {

@@ -102,21 +102,9 @@ func TestConformanceDatabaseSQL(t *testing.T) {
 }
 
 // insertLegacy writes rows as the first schema version did: its columns,
-// timestamptz times, NULL status, header and body while pending.
-func insertLegacy(ctx context.Context, q dialect.Queryer, table string, rows []conformance.LegacyRecord) error {
-	for _, r := range rows {
-		var status, header, body any
-		if r.Status != nil {
-			status, header, body = *r.Status, []byte{}, r.Body
-		}
-		_, err := q.Exec(ctx, `INSERT INTO "`+table+`" (scope, idem_key, fingerprint, status, header, body, created_at, expires_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, r.Scope, r.Key, r.Fingerprint, status, header, body, r.CreatedAt, r.ExpiresAt)
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
+// timestamptz times.
+var insertLegacy = conformance.LegacyInserter(`INSERT INTO "%s" (scope, idem_key, fingerprint, status, header, body, created_at, expires_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, func(t time.Time) any { return t })
 
 // The HTTP middleware's suite, through pgx (whose handlers get a pgx.Tx) and
 // through database/sql.
