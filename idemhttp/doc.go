@@ -141,6 +141,21 @@
 // that starts with a double quote but is not a well-formed sf-string (or
 // has parameters) is a 400.
 //
+// # Handlers that call out: WrapLease
+//
+// A handler that calls a payment provider or another service cannot keep
+// its effect in one transaction. WrapLease runs it in idem's lease mode
+// (idem.Store.DoLease): no transaction is held while it runs; it gets the
+// lease with Lease, checks Lease.Step to skip what an earlier attempt
+// recorded, records a step after each external call (with that step's own
+// writes, Lease.RecordStep) and sends Lease.DownstreamKey(step) as the
+// provider's idempotency key. Its answer is stored when it returns, with
+// the same answers as Wrap for retries; Fail, a panic or a status that is
+// not stored release the lease and answer 503, and a retry resumes from the
+// last recorded step. While the lease is held a retry gets 409 with a
+// Retry-After until the lease ends; a handler that outlived its lease while
+// another attempt took the work over gets 503 "lease-lost".
+//
 // # Limits
 //
 // The response is buffered, so handlers cannot stream, flush, hijack or send
