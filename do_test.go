@@ -396,6 +396,7 @@ func TestDoStatusPolicy(t *testing.T) {
 		storeErrors bool
 		stored      bool
 	}{
+		{idem.NoStatus, false, true},
 		{100, false, true},
 		{200, false, true},
 		{204, false, true},
@@ -443,6 +444,49 @@ func TestDoStatusPolicy(t *testing.T) {
 			}
 			if n := f.openTxs(); n != 0 {
 				t.Errorf("%d transactions left open", n)
+			}
+		})
+	}
+}
+
+// TestDoNoStatus: work without an HTTP status stores Status 0 with its
+// payload (the dialect is handed 0, not a made-up HTTP status), and a
+// completed record with status 0 replays as 0 with its payload, through the
+// claim and through ReadFirst.
+func TestDoNoStatus(t *testing.T) {
+	store, f, err := newFakeStore(idem.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := fakeRequest("msg-1")
+	res, err := store.Do(context.Background(), req, func(context.Context, *fakeTx) (idem.Response, error) {
+		return idem.Response{Status: idem.NoStatus, Body: []byte("order 7")}, nil
+	})
+	if err != nil || res.Outcome != idem.Won || !res.Committed || res.Response.Status != 0 {
+		t.Fatalf("Do = %+v, %v; want won and committed with status 0", res, err)
+	}
+	if len(f.completes) != 1 || f.completes[0].Status != 0 || string(f.completes[0].Body) != "order 7" || len(f.completes[0].Header) != 0 {
+		t.Fatalf("completes = %+v, want one with status 0, body %q and no header", f.completes, "order 7")
+	}
+
+	stored := dialect.Record{Scope: req.Scope, Key: req.Key, Fingerprint: req.Fingerprint[:], State: dialect.Completed,
+		Status: 0, Header: []byte{}, Body: []byte("order 7")}
+	for _, readFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("read-first=%v", readFirst), func(t *testing.T) {
+			store, f, err := newFakeStore(idem.Config{ReadFirst: readFirst})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.claim = func(context.Context, int, dialect.ClaimArgs) (dialect.ClaimResult, error) {
+				return dialect.ClaimResult{Record: stored}, nil
+			}
+			f.lookup = func(dialect.LookupArgs) (dialect.Record, bool, error) { return stored, true, nil }
+			res, err := store.Do(context.Background(), req, func(context.Context, *fakeTx) (idem.Response, error) {
+				t.Error("the work ran again")
+				return idem.Response{Status: 201}, nil
+			})
+			if err != nil || res.Outcome != idem.Replay || res.Response.Status != 0 || string(res.Response.Body) != "order 7" || res.Response.Header != nil {
+				t.Fatalf("Do = %+v, %v; want a replay of status 0 with body %q", res, err, "order 7")
 			}
 		})
 	}

@@ -22,7 +22,8 @@ var (
 	// ErrResponseTooLarge: the response body exceeds Config.MaxBody or its
 	// encoded header exceeds MaxHeaderBytes. Nothing is stored.
 	ErrResponseTooLarge = errors.New("idem: response too large to store")
-	// ErrInvalidResponse: the status code is outside 100-599.
+	// ErrInvalidResponse: the status code is neither NoStatus (0) nor
+	// within 100-599.
 	ErrInvalidResponse = errors.New("idem: invalid response")
 	// ErrNotWon: Complete was called on a claim this transaction did not win.
 	ErrNotWon = errors.New("idem: complete without a won claim")

@@ -102,6 +102,7 @@ type Config struct {
 // stores every status except those that say "not now" rather than an
 // outcome: 5xx (the server failed), 408 Request Timeout, 425 Too Early and
 // 429 Too Many Requests. A retry after such an answer does the work.
+// NoStatus (work without an HTTP status, done) is stored.
 func DefaultStoreStatus(status int) bool {
 	switch {
 	case status >= 500:

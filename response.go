@@ -14,8 +14,13 @@ const MaxHeaderBytes = 64 << 10
 // Response is the outcome the winner stores and every retry replays: the
 // status, the header values (in order for each name) and the body, byte for
 // byte.
+//
+// Work that has no HTTP status, such as a queue consumer's or a gRPC call's,
+// stores Status 0 (NoStatus): "done", with Body as an optional small payload
+// and Header usually nil. It replays as Status 0 with the same body.
 type Response struct {
-	// Status is the HTTP status code, 100 to 599.
+	// Status is the HTTP status code, 100 to 599, or NoStatus (0) for work
+	// that is done but has no HTTP status.
 	Status int
 	// Header holds the response headers; the values of each name keep
 	// their order.
@@ -24,9 +29,15 @@ type Response struct {
 	Body []byte
 }
 
-// validate checks the status code.
+// NoStatus is the Status of a Response for work that has no HTTP status: a
+// consumed message, a gRPC call. It means "done" and is stored like any
+// other status (Config.StoreStatus is asked about it too; the default
+// stores it).
+const NoStatus = 0
+
+// validate checks the status code: NoStatus or an HTTP status.
 func (r Response) validate() error {
-	if r.Status < 100 || r.Status > 599 {
+	if r.Status != NoStatus && (r.Status < 100 || r.Status > 599) {
 		return fmt.Errorf("%w: status %d", ErrInvalidResponse, r.Status)
 	}
 	return nil

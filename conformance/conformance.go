@@ -45,6 +45,7 @@ func cases[TTx any]() []Case[TTx] {
 		{"DoWinsAndCommits", testDoWinsAndCommits[TTx]},
 		{"ReplayByteForByte", testReplayByteForByte[TTx]},
 		{"ReplayEmptyBody", testReplayEmptyBody[TTx]},
+		{"NoStatusReplays", testNoStatusReplays[TTx]},
 		{"Mismatch", testMismatch[TTx]},
 		{"ScopesIsolateKeys", testScopesIsolateKeys[TTx]},
 		{"LoserWaitsThenReplays", testLoserWaitsThenReplays[TTx]},

@@ -148,6 +148,45 @@ func testReplayEmptyBody[TTx any](t *testing.T, b Backend[TTx]) {
 	}
 }
 
+// testNoStatusReplays: work without an HTTP status (a consumed message)
+// stores Status 0 ("done") with its payload, and replays both; a stored 0
+// is completed, not pending. Done without a payload replays an empty body.
+func testNoStatusReplays[TTx any](t *testing.T, b Backend[TTx]) {
+	e := setup(t, b, idem.Config{})
+	readFirst, err := idem.New(e.Driver, idem.Config{Table: e.Table, WaitBound: DefaultWaitBound, ReadFirst: true})
+	if err != nil {
+		e.Fatalf("", "idem.New with ReadFirst: %v", err)
+	}
+	for _, tc := range []struct {
+		key  string
+		resp idem.Response
+	}{
+		{"nostatus-payload", idem.Response{Status: idem.NoStatus, Body: []byte(`{"order":42}`)}},
+		{"nostatus-empty", idem.Response{Status: idem.NoStatus}},
+	} {
+		req := request(tc.key, "message")
+		first := e.do(e.Store, req, e.work(tc.key, tc.resp))
+		if first.Outcome != idem.Won || !first.Committed || first.Response.Status != 0 {
+			e.Fatalf(req.Key, "first Do: %+v, want won, committed, status 0", first)
+		}
+		rec, err := e.Store.Lookup(e.Ctx, req.Scope, req.Key)
+		if err != nil || !rec.Completed || rec.Response.Status != 0 {
+			e.Fatalf(req.Key, "Lookup: %+v, %v; want a completed record with status 0", rec, err)
+		}
+		for _, s := range []*idem.Store[TTx]{e.Store, readFirst} {
+			res := e.do(s, req, e.work(tc.key, created("again")))
+			if res.Outcome != idem.Replay || res.Response.Status != 0 || !bytes.Equal(res.Response.Body, tc.resp.Body) ||
+				res.Response.Body == nil || len(res.Response.Header) != 0 {
+				e.Fatalf(req.Key, "replay: %v status %d header %v body %q, want replay status 0 body %q",
+					res.Outcome, res.Response.Status, res.Response.Header, res.Response.Body, tc.resp.Body)
+			}
+		}
+		if n := e.effectCount(tc.key); n != 1 {
+			e.Fatalf(req.Key, "effects = %d, want 1", n)
+		}
+	}
+}
+
 func testMismatch[TTx any](t *testing.T, b Backend[TTx]) {
 	e := setup(t, b, idem.Config{})
 	req := request("mismatch-1", `{"amount":100}`)

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/idemkit/idem"
 )
 
 // hopByHop are headers that describe one connection, never a stored
@@ -83,6 +85,11 @@ func connectionTokens(h http.Header) map[string]bool {
 // has, Content-Length from the body, then the body. Framing headers the
 // server owns (Content-Length, Transfer-Encoding, Trailer) are not copied.
 func writeResponse(w http.ResponseWriter, status int, h http.Header, body []byte) {
+	if status == idem.NoStatus {
+		// A record stored without an HTTP status (by a queue consumer, say)
+		// under this scope: "done", with its payload.
+		status = http.StatusOK
+	}
 	dst := w.Header()
 	for name, values := range h {
 		switch textproto.CanonicalMIMEHeaderKey(name) {

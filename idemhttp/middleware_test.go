@@ -156,3 +156,44 @@ func TestDefaultRoute(t *testing.T) {
 		t.Errorf("route without a pattern = %q, want none (the fingerprint holds the path)", got)
 	}
 }
+
+// TestReplayOfNoStatus: a record stored without an HTTP status (by a queue
+// consumer, under the same scope) replays as 200 with its payload, never a
+// panic.
+func TestReplayOfNoStatus(t *testing.T) {
+	d := openSQLite(t)
+	store, err := idem.New(d, idem.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	mw, err := idemhttp.New(store, idemhttp.Config{Principal: func(*http.Request) string { return "p" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var route string
+	mux := http.NewServeMux()
+	mux.Handle("POST /jobs", mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { route = r.Pattern })))
+	send := func() *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/jobs", strings.NewReader("b"))
+		req.Header.Set(idemhttp.HeaderKey, "k")
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		return rec
+	}
+	send() // learn the scope and fingerprint the middleware uses, with a first record
+	if route == "" {
+		t.Fatal("the handler did not run")
+	}
+	// Overwrite the stored answer with a status-less one, as a consumer's
+	// store would have written under that scope.
+	if _, err := d.Pool().Exec(t.Context(), "UPDATE idempotency_keys SET status = 0, body = X'646f6e65'"); err != nil {
+		t.Fatal(err)
+	}
+	rec := send()
+	if rec.Code != http.StatusOK || rec.Body.String() != "done" || rec.Header().Get(idemhttp.HeaderReplayed) != "true" {
+		t.Fatalf("replay of a status-less record: %d %q %v, want 200 with the payload", rec.Code, rec.Body, rec.Header())
+	}
+}

@@ -1,7 +1,9 @@
 // Package containers provides the database servers that idem's dialect tests
-// and conformance suite run against.
+// and conformance suite run against, and the NATS broker of the queue
+// consumer tests.
 //
-// [Postgres] and [MySQL] each return a DSN. A DSN given in the environment
+// [Postgres] and [MySQL] each return a DSN, [NATS] a URL (see its
+// documentation: it is required wherever Docker works). A DSN given in the environment
 // (IDEM_POSTGRES_DSN, IDEM_MYSQL_DSN) is used as is. Otherwise the first call
 // in a test binary starts one container with testcontainers-go, from the
 // image named by IDEM_POSTGRES_IMAGE (default postgres:17) or
@@ -14,7 +16,7 @@
 // When a backend cannot be had (no DSN and no usable Docker engine, or the
 // image is neither present nor pullable) the test is skipped, unless
 // IDEM_REQUIRE names the backend (a comma-separated list such as
-// "postgres,mysql", or "all"): then it fails. A container that was found
+// "postgres,mysql,nats", or "all"): then it fails. A container that was found
 // but did not start fails the test either way.
 //
 // Since the containers outlive single tests, a package that uses them calls
@@ -67,8 +69,8 @@ const (
 	// start; [DefaultMySQLImage] when unset.
 	EnvMySQLImage = "IDEM_MYSQL_IMAGE"
 	// EnvRequire names the variable listing the backends ("postgres",
-	// "mysql", or "all"), comma-separated, whose absence fails tests
-	// instead of skipping them.
+	// "mysql", "nats", or "all"), comma-separated, whose absence fails
+	// tests instead of skipping them.
 	EnvRequire = "IDEM_REQUIRE"
 )
 
@@ -83,7 +85,7 @@ const (
 )
 
 // Label is the key of the Docker label set on every container this package
-// starts; its value is the backend, "postgres" or "mysql".
+// starts; its value is the backend, "postgres", "mysql" or "nats".
 const Label = "org.idemkit.idem.test"
 
 // Credentials of the servers started here.
@@ -116,6 +118,11 @@ type server struct {
 	defaultImage string
 	standin      string // image scripts/standin/build makes
 	start        func(ctx context.Context, image string) (testcontainers.Container, string, error)
+	// requiredDocker: where a Docker engine answers, a backend that cannot
+	// be had fails the test (not only when IDEM_REQUIRE names it), unless
+	// the variable optionalEnv says "true".
+	requiredDocker bool
+	optionalEnv    string
 
 	mu          sync.Mutex
 	started     bool
@@ -123,6 +130,7 @@ type server struct {
 	ctr         testcontainers.Container
 	dsn         string
 	unavailable string // why the backend cannot be had: skip, or fail if required
+	noDocker    bool   // unavailable because no Docker engine answers
 	err         error  // the container failed to start: always fail
 }
 
@@ -183,7 +191,7 @@ func MySQL(tb testing.TB) string {
 // would need a container fail. Call it after m.Run in TestMain (see [Main]):
 // with Ryuk disabled nothing else removes the containers.
 func Terminate() error {
-	return errors.Join(postgresServer.terminate(), mysqlServer.terminate())
+	return errors.Join(postgresServer.terminate(), mysqlServer.terminate(), natsServer.terminate())
 }
 
 // Main runs the tests of m, calls [Terminate], reports its error on stderr,
@@ -217,6 +225,12 @@ func (s *server) dsnFor(tb testing.TB) string {
 		if required(s.name) {
 			tb.Fatalf("%s\n%s names %s, so this is a failure.", msg, EnvRequire, s.name)
 		}
+		if s.requiredDocker && !s.noDocker {
+			if !optional(s.optionalEnv) {
+				tb.Fatalf("%s\nA Docker engine answers, so %s is required: this is a failure (set %s=true to skip instead).", msg, s.title, s.optionalEnv)
+			}
+			tb.Skipf("%s\n%s=true, so this is a skip.", msg, s.optionalEnv)
+		}
 		tb.Skipf("%s\nSet %s=%s to make this a failure.", msg, EnvRequire, s.name)
 	}
 	return dsn
@@ -244,8 +258,8 @@ func (s *server) launch() {
 	if image == "" {
 		image = s.defaultImage
 	}
-	if reason := ensureImage(image); reason != "" {
-		s.unavailable = reason
+	if reason, noDocker := ensureImage(image); reason != "" {
+		s.unavailable, s.noDocker = reason, noDocker
 		return
 	}
 
@@ -288,14 +302,15 @@ func (s *server) terminate() error {
 	return nil
 }
 
-// ensureImage reports why image cannot be used: no Docker engine, or the
-// image is neither present nor pullable. It returns "" when it can.
-func ensureImage(image string) (reason string) {
+// ensureImage reports why image cannot be used: no Docker engine (then
+// noDocker is true), or the image is neither present nor pullable. It
+// returns "" when it can.
+func ensureImage(image string) (reason string, noDocker bool) {
 	defer func() {
 		// Docker host detection in testcontainers can panic when no
 		// engine is configured at all.
 		if r := recover(); r != nil {
-			reason = fmt.Sprintf("no usable Docker engine (%v)", r)
+			reason, noDocker = fmt.Sprintf("no usable Docker engine (%v)", r), true
 		}
 	}()
 
@@ -305,21 +320,21 @@ func ensureImage(image string) (reason string) {
 	// not answer; a DOCKER_HOST set on purpose is taken at its word here.
 	if host := os.Getenv("DOCKER_HOST"); host != "" {
 		if err := pingDockerHost(ctx); err != nil {
-			return fmt.Sprintf("no usable Docker engine (DOCKER_HOST=%s: %v)", host, err)
+			return fmt.Sprintf("no usable Docker engine (DOCKER_HOST=%s: %v)", host, err), true
 		}
 	}
 	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
 	if err != nil {
-		return fmt.Sprintf("no usable Docker engine (DOCKER_HOST unset or unreachable, no Docker socket found; testcontainers: %v)", err)
+		return fmt.Sprintf("no usable Docker engine (DOCKER_HOST unset or unreachable, no Docker socket found; testcontainers: %v)", err), true
 	}
 	defer cli.Close()
 
 	_, err = cli.ImageInspect(ctx, image)
 	if err == nil {
-		return ""
+		return "", false
 	}
 	if !errdefs.IsNotFound(err) {
-		return fmt.Sprintf("no usable Docker engine (inspect image %s: %v)", image, err)
+		return fmt.Sprintf("no usable Docker engine (inspect image %s: %v)", image, err), true
 	}
 
 	pctx, pcancel := context.WithTimeout(context.Background(), pullTimeout)
@@ -329,9 +344,9 @@ func ensureImage(image string) (reason string) {
 		err = resp.Wait(pctx)
 	}
 	if err != nil {
-		return fmt.Sprintf("image %s is not present and could not be pulled (%v)", image, err)
+		return fmt.Sprintf("image %s is not present and could not be pulled (%v)", image, err), false
 	}
-	return ""
+	return "", false
 }
 
 // pingDockerHost pings the engine that the Docker environment variables

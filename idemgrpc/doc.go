@@ -1,0 +1,62 @@
+// Package idemgrpc makes retried unary gRPC calls safe: a server
+// interceptor that runs each protected call's handler inside an idem
+// transaction and replays its answer to retries, and a client interceptor
+// that makes one idempotency key per call and retries with it.
+//
+// It lives in a module of its own (github.com/idemkit/idem/idemgrpc), so
+// that idem's module graph stays free of gRPC.
+//
+// # Server
+//
+// The client sends its key in the idempotency-key metadata entry
+// (MetadataKey), the same on every attempt of one intention. For a
+// protected method (Config.Protect; default: all) the interceptor
+//
+//   - checks the key like HTTP does (1-255 bytes of printable ASCII, one
+//     entry): otherwise InvalidArgument, nothing runs;
+//   - scopes it to Config.Principal (required; an empty principal is
+//     PermissionDenied unless Config.AllowAnonymous) and the full method
+//     name, so one caller's key can never replay another's answer;
+//   - fingerprints the method and the request message's deterministic
+//     protobuf encoding (DefaultFingerprint);
+//   - runs the handler in the store's transaction (reach it with Tx),
+//     stores the answer in it and commits, then sends the answer.
+//
+// The answers:
+//
+//	first call           the handler's answer; a stored code (DefaultStoreCode: OK and the
+//	                     client's mistakes) commits with the handler's writes, any other code
+//	                     or a plain error rolls back and is sent as the handler gave it
+//	retry, same request  the stored message, or the stored status (code, message, details),
+//	                     with idempotent-replayed: true in the response header
+//	same key, other      FailedPrecondition, reason IDEMPOTENCY_KEY_MISMATCH; nothing runs
+//	request or method
+//	key held elsewhere   Aborted, reason IDEMPOTENCY_KEY_IN_FLIGHT, RetryInfo (Config.RetryAfter)
+//	store failed         Unavailable (or Aborted after conflicts) with RetryInfo: retry with the key
+//
+// A mismatch is FailedPrecondition, not InvalidArgument: the request is
+// valid on its own (with a fresh key it would succeed); it is refused
+// because of stored state, the key's earlier request, and repeating it
+// will not help until the client changes the key. It also keeps
+// InvalidArgument for a key that is malformed. A call in flight is Aborted,
+// gRPC's code for a concurrency conflict to be retried at a higher level,
+// with a RetryInfo detail (google.rpc.RetryInfo) saying when.
+//
+// Every status this package makes carries an errdetails.ErrorInfo with
+// Domain "idem" and one of the Reason constants.
+//
+// A replay returns a message of the method's own response type when its
+// .proto file is in the global protobuf registry (generated code registers
+// it); otherwise a carrier message holding the stored bytes, which the
+// client decodes as its own response type all the same. Response header and
+// trailer metadata the handler sets are sent on the first answer only; they
+// are not stored.
+//
+// # Client
+//
+// Client.UnaryInterceptor makes one key per call before the first attempt
+// (a key the caller set is kept), reuses it on every retry, retries
+// Unavailable, Aborted and DeadlineExceeded of an attempt with backoff or
+// the server's RetryInfo, within MaxAttempts and the call's context, and
+// never retries InvalidArgument, FailedPrecondition or a replayed answer.
+package idemgrpc

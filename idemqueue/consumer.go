@@ -1,0 +1,224 @@
+package idemqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+// Defaults for Config's zero fields.
+const (
+	// DefaultInFlightDelay is how long a message whose key another consumer
+	// holds waits before its redelivery.
+	DefaultInFlightDelay = time.Second
+	// DefaultSettleTimeout bounds acknowledging, negative-acknowledging or
+	// terminating a delivery in Handle.
+	DefaultSettleTimeout = 10 * time.Second
+)
+
+// Message is a delivered message as the consumer needs it.
+type Message struct {
+	// Queue names where the message was delivered from: the stream, queue,
+	// subject or topic its ID is unique in. It is part of the scope, so two
+	// queues' message ids never collide.
+	Queue string
+	// ID identifies the message, the same on every redelivery: the
+	// publisher's message id (JetStream's Nats-Msg-Id, AMQP's message-id)
+	// or the broker's position (a stream sequence; Kafka's partition and
+	// offset). It is the default key.
+	ID string
+	// Data is the payload. With Queue it makes the default fingerprint:
+	// the same ID with other data is refused as a mismatch.
+	Data []byte
+	// Delivery counts deliveries of this message, 1 for the first, 0 when
+	// the broker does not say. It sets the backoff of a retry.
+	Delivery int
+}
+
+// Handler does a message's work in tx, the transaction that records the
+// message, and returns an optional small result to store with it (at most
+// idem.Config.MaxBody bytes; nil is fine). A retry of a message already
+// done gets the stored result without running the handler.
+//
+// Returning an error rolls the work back and stores nothing. Wrap an error
+// that no redelivery can cure (a malformed message) with Permanent: the
+// delivery is then rejected (terminated, or dead-lettered by the broker)
+// instead of retried. To record such a message as handled instead, so a
+// redelivery acknowledges it without running again, return nil and a
+// result that says it was refused.
+type Handler[TTx any] func(ctx context.Context, tx TTx, m Message) (result []byte, err error)
+
+// Config tunes a Consumer. Name is required; every other zero field means
+// its default.
+type Config struct {
+	// Name names the consumer (its durable name or group): part of every
+	// scope, so two consumers with different work reading the same queue
+	// into one table each process every message.
+	Name string
+	// Key returns a message's idempotency key: 1-255 bytes of printable
+	// ASCII. Default: the message's ID.
+	Key func(Message) (string, error)
+	// Fingerprint hashes what a message asks for; the same key with another
+	// fingerprint is rejected as a mismatch. Default: DefaultFingerprint
+	// (Queue and Data).
+	Fingerprint func(Message) idem.Fingerprint
+	// Permanent reports whether a handler's error means the message can
+	// never be processed, so it is rejected instead of retried. Default:
+	// IsPermanent (errors wrapped with Permanent).
+	Permanent func(error) bool
+	// RetryDelay is how long a message that failed on its n-th delivery
+	// waits before it is delivered again. Default: DefaultRetryDelay.
+	RetryDelay func(delivery int) time.Duration
+	// InFlightDelay is how long a message whose key another consumer holds
+	// waits before it is delivered again. Default: DefaultInFlightDelay.
+	InFlightDelay time.Duration
+	// SettleTimeout bounds acknowledging a delivery in Handle. Default:
+	// DefaultSettleTimeout.
+	SettleTimeout time.Duration
+}
+
+// DefaultFingerprint hashes the message's queue and data.
+func DefaultFingerprint(m Message) idem.Fingerprint {
+	var h idem.Hasher
+	h.AddString("queue")
+	h.AddString(m.Queue)
+	h.Add(m.Data)
+	return h.Sum()
+}
+
+// DefaultRetryDelay backs off exponentially with the delivery count: 100 ms
+// after the first delivery, doubling up to 30 s.
+func DefaultRetryDelay(delivery int) time.Duration {
+	d := 100 * time.Millisecond
+	for i := 1; i < delivery && d < 30*time.Second; i++ {
+		d *= 2
+	}
+	return min(d, 30*time.Second)
+}
+
+// Consumer processes delivered messages exactly once in effect: each
+// message's work commits together with its record, and a redelivery of a
+// message already done is acknowledged without doing it again. It is safe
+// for concurrent use.
+type Consumer[TTx any] struct {
+	store *idem.Store[TTx]
+	cfg   Config
+}
+
+// New returns a Consumer on store. It fails for a nil store, an empty Name
+// or a negative delay.
+func New[TTx any](store *idem.Store[TTx], cfg Config) (*Consumer[TTx], error) {
+	switch {
+	case store == nil:
+		return nil, errors.New("idemqueue: nil store")
+	case cfg.Name == "":
+		return nil, errors.New("idemqueue: Config.Name is required: it keeps the records of different consumers apart")
+	case cfg.InFlightDelay < 0 || cfg.SettleTimeout < 0:
+		return nil, fmt.Errorf("idemqueue: negative delay (InFlightDelay %v, SettleTimeout %v)", cfg.InFlightDelay, cfg.SettleTimeout)
+	}
+	if cfg.Key == nil {
+		cfg.Key = func(m Message) (string, error) { return m.ID, nil }
+	}
+	if cfg.Fingerprint == nil {
+		cfg.Fingerprint = DefaultFingerprint
+	}
+	if cfg.Permanent == nil {
+		cfg.Permanent = IsPermanent
+	}
+	if cfg.RetryDelay == nil {
+		cfg.RetryDelay = DefaultRetryDelay
+	}
+	if cfg.InFlightDelay == 0 {
+		cfg.InFlightDelay = DefaultInFlightDelay
+	}
+	if cfg.SettleTimeout == 0 {
+		cfg.SettleTimeout = DefaultSettleTimeout
+	}
+	return &Consumer[TTx]{store: store, cfg: cfg}, nil
+}
+
+// Process runs h for m in one transaction with m's record and decides what
+// to do with the delivery; it does not touch the broker (see Handle, or
+// act on the Decision yourself):
+//
+//	the work committed now, or before (a redelivery)   Ack, with the result
+//	another consumer holds the message's key            Retry after InFlightDelay (ErrInFlight)
+//	the same key with other data                         Reject (ErrMismatch)
+//	a permanent error, an unusable key, a result too     Reject
+//	large to store
+//	any other error (the handler's, the database's)      Retry after RetryDelay(m.Delivery)
+//
+// Nothing is committed unless the decision is Ack.
+func (c *Consumer[TTx]) Process(ctx context.Context, m Message, h Handler[TTx]) Decision {
+	if h == nil {
+		return Decision{Action: Reject, Err: errors.New("idemqueue: nil handler")}
+	}
+	key, err := c.cfg.Key(m)
+	if err != nil {
+		return Decision{Action: Reject, Err: fmt.Errorf("idemqueue: key of message %q in %q: %w", m.ID, m.Queue, err)}
+	}
+	req := idem.Request{Scope: scopeOf(c.cfg.Name, m.Queue), Key: key, Fingerprint: c.cfg.Fingerprint(m)}
+	res, err := c.store.Do(ctx, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
+		result, err := h(ctx, tx, m)
+		if err != nil {
+			return idem.Response{}, err
+		}
+		return idem.Response{Status: idem.NoStatus, Body: result}, nil
+	})
+	if err != nil {
+		return c.failed(ctx, m, key, err)
+	}
+	switch res.Outcome {
+	case idem.Won:
+		if !res.Committed {
+			return Decision{Action: Retry, Delay: c.cfg.RetryDelay(m.Delivery), Outcome: idem.Won,
+				Err: fmt.Errorf("idemqueue: message %q: the store's StoreStatus refused to store status 0, so the work was rolled back", key)}
+		}
+		return Decision{Action: Ack, Outcome: idem.Won, Result: res.Response.Body}
+	case idem.Replay:
+		return Decision{Action: Ack, Outcome: idem.Replay, Result: res.Response.Body}
+	case idem.Mismatch:
+		return Decision{Action: Reject, Outcome: idem.Mismatch,
+			Err: fmt.Errorf("%w: key %q in %q", ErrMismatch, key, m.Queue)}
+	case idem.InFlight:
+		return Decision{Action: Retry, Delay: c.cfg.InFlightDelay, Outcome: idem.InFlight,
+			Err: fmt.Errorf("%w: key %q in %q", ErrInFlight, key, m.Queue)}
+	}
+	return Decision{Action: Retry, Delay: c.cfg.RetryDelay(m.Delivery),
+		Err: fmt.Errorf("idemqueue: message %q: unexpected outcome %v", key, res.Outcome)}
+}
+
+// failed decides on an error from Do: nothing was committed (or, for
+// ErrCommitUnknown, a redelivery will tell).
+func (c *Consumer[TTx]) failed(ctx context.Context, m Message, key string, err error) Decision {
+	err = fmt.Errorf("idemqueue: message %q in %q: %w", key, m.Queue, err)
+	switch {
+	case ctx.Err() != nil:
+		// The consumer is stopping: hand the message back at once.
+		return Decision{Action: Retry, Err: err}
+	case c.cfg.Permanent(err),
+		errors.Is(err, idem.ErrInvalidKey), errors.Is(err, idem.ErrInvalidScope),
+		errors.Is(err, idem.ErrResponseTooLarge):
+		return Decision{Action: Reject, Err: err}
+	}
+	return Decision{Action: Retry, Delay: c.cfg.RetryDelay(m.Delivery), Err: err}
+}
+
+// scopeOf is a consumer's scope on a queue. It cannot be mistaken for an
+// idemhttp scope (those begin with an HTTP method and a quoted route).
+func scopeOf(name, queue string) string {
+	s := "queue " + strconv.Quote(name) + " " + strconv.Quote(queue)
+	if len(s) <= idem.MaxScopeBytes {
+		return s
+	}
+	var h idem.Hasher
+	h.AddString("idemqueue scope")
+	h.AddString(name)
+	h.AddString(queue)
+	f := h.Sum()
+	return fmt.Sprintf("queue sha256:%x", f[:])
+}

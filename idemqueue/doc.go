@@ -1,0 +1,35 @@
+// Package idemqueue makes a queue consumer's work happen once per message,
+// whatever the broker redelivers.
+//
+// A broker that delivers at least once redelivers a message whose
+// acknowledgement it did not get: the consumer crashed between doing the
+// work and acknowledging it, its connection dropped, or the ack deadline
+// passed. A Consumer runs the message's work (a Handler) and idem's record
+// of the message in one transaction, keyed by the message's id (or a key
+// the handler picks from it) and scoped to the consumer's name and the
+// queue. A redelivery of a message already done finds the record and is
+// acknowledged without doing the work again; one that another consumer is
+// working on right now is left for redelivery, never done twice.
+//
+// Process is the broker-free core: it takes a Message (queue, id, data,
+// delivery count) and returns a Decision: Ack, Retry with a delay, or
+// Reject. Handle does the same for a Delivery, a four-method interface a
+// broker adapter implements, and settles it. Package
+// github.com/idemkit/idem/idemnats (a module of its own) is the adapter for
+// NATS JetStream; see the Delivery documentation for RabbitMQ and Kafka.
+//
+// What is retried and what is rejected: a handler's error rolls its work
+// back and the message is retried with backoff (Config.RetryDelay), since
+// most failures (a database hiccup, a deadlock, a dependency down) pass. An
+// error wrapped with Permanent, a key that is missing or not printable
+// ASCII, a result too large to store, and a mismatch (the same message id
+// with other data) cannot pass: the message is rejected, for the broker to
+// terminate or dead-letter. Bound redeliveries on the broker too
+// (JetStream MaxDeliver, a RabbitMQ quorum queue's delivery-limit), so a
+// message that fails forever stops.
+//
+// The record stores the handler's optional result with status 0
+// (idem.NoStatus) and lives for the store's retention (24 hours by
+// default): a redelivery after that does the work again, so keep the
+// broker's redelivery horizon shorter.
+package idemqueue
