@@ -92,6 +92,10 @@ func cases[TTx any]() []Case[TTx] {
 		{"MigrateConcurrently", testMigrateConcurrently[TTx]},
 		{"LookupInTransaction", testLookupInTransaction[TTx]},
 		{"PerCallIsolation", testPerCallIsolation[TTx]},
+		{"AdminInspect", testAdminInspect[TTx]},
+		{"AdminList", testAdminList[TTx]},
+		{"AdminDelete", testAdminDelete[TTx]},
+		{"AdminCounts", testAdminCounts[TTx]},
 	}
 }
 
