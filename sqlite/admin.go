@@ -147,7 +147,7 @@ func (d *Dialect) Count(ctx context.Context, q dialect.Queryer, t dialect.Table,
 	b := adminSQL.Select("CASE WHEN status IS NULL THEN 1 ELSE 0 END AS pending").
 		Column(sq.Expr("CASE WHEN expires_at <= "+nowParam+" THEN 1 ELSE 0 END AS expired", clock(a.Now))).
 		Column("COUNT(*)").
-		From(`"` + t.Name() + `"`).
+		From(`"`+t.Name()+`"`).
 		GroupBy("pending", "expired")
 	b = scopePrefix(b, a.ScopePrefix)
 	query, args, err := b.ToSql()
