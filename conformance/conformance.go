@@ -80,6 +80,7 @@ func cases[TTx any]() []Case[TTx] {
 		{"StatusPolicy", testStatusPolicy[TTx]},
 		{"PurgeBatchSizes", testPurgeBatchSizes[TTx]},
 		{"PurgeBesideTakeover", testPurgeBesideTakeover[TTx]},
+		{"PurgersRace", testPurgersRace[TTx]},
 		{"WaitBoundOnlyForClaim", testWaitBoundScope[TTx]},
 		{"SubMillisecondWaitBound", testSubMillisecondWaitBound[TTx]},
 		{"ReadFirstSettledKeys", testReadFirstSettledKeys[TTx]},
