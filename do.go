@@ -32,7 +32,12 @@ type Func[TTx any] func(ctx context.Context, tx TTx) (Response, error)
 // healthy commit's outcome unknown. A commit whose outcome is unknown
 // matches ErrCommitUnknown. fn must not commit or roll back the transaction
 // itself; if it does, Do returns a *TxEndedError.
-func (s *Store[TTx]) Do(ctx context.Context, req Request, fn Func[TTx], opts ...Option) (Result, error) {
+func (s *Store[TTx]) Do(ctx context.Context, req Request, fn Func[TTx], opts ...Option) (res Result, err error) {
+	if s.doObserver != nil {
+		var done func(Result, error)
+		ctx, done = s.doObserver.StartDo(ctx, req)
+		defer func() { done(res, err) }()
+	}
 	if err := req.Validate(); err != nil {
 		return Result{}, err
 	}
@@ -45,8 +50,7 @@ func (s *Store[TTx]) Do(ctx context.Context, req Request, fn Func[TTx], opts ...
 		}
 	}
 	o := newCallOptions(opts)
-	var res Result
-	err := s.retry(ctx, func() error {
+	err = s.retry(ctx, req, func() error {
 		var err error
 		res, err = s.attempt(ctx, req, fn, o)
 		var ferr fnError
@@ -87,6 +91,7 @@ func (s *Store[TTx]) readFirst(ctx context.Context, req Request) (res Result, do
 	if err != nil || res.Outcome == InFlight {
 		return Result{}, false, err
 	}
+	s.claimed(ctx, req, res.Outcome, time.Time{}, true)
 	return res, true, nil
 }
 
@@ -101,11 +106,13 @@ func (e fnError) Unwrap() error { return e.err }
 func (s *Store[TTx]) attempt(ctx context.Context, req Request, fn Func[TTx], o callOptions) (Result, error) {
 	txCtx := followContext(ctx)
 	defer txCtx.release()
+	started := s.startClock()
 	tx, err := s.driver.Begin(txCtx, dialect.BeginOptions{Isolation: o.isolation, WaitBound: s.cfg.WaitBound})
 	if err != nil {
 		err = s.d.Classify(err)
 		if errors.Is(err, ErrLockTimeout) && ctx.Err() == nil {
 			// SQLite: another writer held the database past the wait bound.
+			s.claimed(ctx, req, InFlight, started, false)
 			return Result{Outcome: InFlight}, nil
 		}
 		return Result{}, s.failed(ctx, "begin for", req, err)
@@ -153,6 +160,9 @@ func (s *Store[TTx]) attempt(ctx context.Context, req Request, fn Func[TTx], o c
 		if errors.Is(err, ErrTxDone) {
 			return Result{}, s.txEnded(req, err)
 		}
+		if errors.Is(err, ErrCommitUnknown) && s.observing() {
+			s.emit(ctx, Event{Kind: EventCommitUnknown, Scope: req.Scope, Key: req.Key, Err: err})
+		}
 		return Result{}, s.failed(txCtx, "commit of", req, err)
 	}
 	return Result{Outcome: Won, Response: resp, Committed: true}, nil
@@ -181,7 +191,7 @@ func (s *Store[TTx]) txEnded(req Request, cause error) error {
 // whole transaction cannot cure, or Config.MaxAttempts ran (then it returns
 // a *RetryError), pausing with jittered backoff in between. When ctx ends
 // during a pause it returns a *stoppedError.
-func (c *core) retry(ctx context.Context, attempt func() error) error {
+func (c *core) retry(ctx context.Context, req Request, attempt func() error) error {
 	var last error
 	for n := 1; n <= c.cfg.MaxAttempts; n++ {
 		if n > 1 {
@@ -194,6 +204,9 @@ func (c *core) retry(ctx context.Context, attempt func() error) error {
 			return err
 		}
 		last = err
+		if n < c.cfg.MaxAttempts && c.observing() {
+			c.emit(ctx, Event{Kind: EventRetry, Scope: req.Scope, Key: req.Key, Cause: retryCause(err), Attempt: n, Err: err})
+		}
 	}
 	return &RetryError{Attempts: c.cfg.MaxAttempts, Err: last}
 }

@@ -68,7 +68,21 @@
 // Store.Migrate brings the table to the latest version of the backend's
 // versioned schema and records it; it is safe to run from several processes
 // at once, and refuses a database newer than the code (ErrSchemaNewer).
-// Store.Migrations gives the same DDL to migration tools.
+// Store.Migrations gives the same DDL to migration tools, and package
+// migrationfiles writes it as golang-migrate or goose files that record
+// their version where Store.Migrate looks.
+//
+// # Operating
+//
+// Store.Inspect shows one key's record whatever its state; Store.List
+// pages through records by scope prefix, state and age; Store.Delete
+// clears a key (refusing one a request may still be working on unless
+// ForceDelete); Store.Counts counts records by state. RunPurges runs Purge
+// on a jittered schedule, safely from every replica. Config.Observer
+// receives an Event for each claim, retry, unknown commit, stored response
+// and purge (package idemotel makes OpenTelemetry metrics and spans of
+// them), and Config.Logger logs what an operator acts on. The idem command
+// (cmd/idem) does all of this from a shell.
 //
 // # Errors
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/idemkit/idem/dialect"
@@ -96,6 +97,16 @@ type Config struct {
 	// token. It must be shorter than Retention. Default: DefaultLease, or
 	// half the retention when that is shorter.
 	Lease time.Duration
+	// Observer, when set, receives an Event for each claim decided, retry,
+	// commit of unknown outcome, stored response and purge, and (as a
+	// DoObserver) sees each call of Do start and end: the hook for metrics
+	// and traces (see package idemotel). Nil costs nothing.
+	Observer Observer
+	// Logger, when set, logs what an operator acts on: a key reused with
+	// a different request (warn), a commit of unknown outcome (error), a
+	// purge's summary (info). Events below the handler's level cost no
+	// allocation. Nil logs nothing.
+	Logger *slog.Logger
 }
 
 // DefaultStoreStatus is the Config.StoreStatus used when none is set. It
@@ -178,6 +189,8 @@ type core struct {
 	d     dialect.Dialect
 	table dialect.Table
 	cfg   Config
+	// doObserver is cfg.Observer when it is a DoObserver.
+	doObserver DoObserver
 }
 
 // New returns a Store running on driver. It fails with ErrInvalidConfig for a
@@ -194,7 +207,9 @@ func New[TTx any](driver dialect.Driver[TTx], cfg Config) (*Store[TTx], error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: table: %w", ErrInvalidConfig, err)
 	}
-	return &Store[TTx]{core: core{d: driver.Dialect(), table: table, cfg: cfg}, driver: driver}, nil
+	s := &Store[TTx]{core: core{d: driver.Dialect(), table: table, cfg: cfg}, driver: driver}
+	s.doObserver, _ = cfg.Observer.(DoObserver)
+	return s, nil
 }
 
 // Config returns the store's configuration with defaults filled in.
@@ -304,6 +319,7 @@ func (s *Store[TTx]) Claim(ctx context.Context, tx TTx, req Request) (*Claimed, 
 }
 
 func (c *core) claim(ctx context.Context, q dialect.Queryer, req Request) (*Claimed, error) {
+	started := c.startClock()
 	res, err := c.d.Claim(ctx, q, c.table, dialect.ClaimArgs{
 		Scope:       req.Scope,
 		Key:         req.Key,
@@ -315,6 +331,7 @@ func (c *core) claim(ctx context.Context, q dialect.Queryer, req Request) (*Clai
 	if err != nil {
 		err = c.d.Classify(err)
 		if errors.Is(err, ErrLockTimeout) && ctx.Err() == nil {
+			c.claimed(ctx, req, InFlight, started, false)
 			return &Claimed{Result: Result{Outcome: InFlight}, core: c, req: req}, nil
 		}
 		return nil, c.failed(ctx, "claim", req, err)
@@ -322,9 +339,13 @@ func (c *core) claim(ctx context.Context, q dialect.Queryer, req Request) (*Clai
 	cl := &Claimed{core: c, q: q, req: req}
 	if res.Won {
 		cl.Outcome = Won
+		c.claimed(ctx, req, Won, started, false)
 		return cl, nil
 	}
 	cl.Result, err = c.judge(req, res.Record)
+	if err == nil {
+		c.claimed(ctx, req, cl.Outcome, started, false)
+	}
 	return cl, err
 }
 
@@ -424,6 +445,9 @@ func (c *Claimed) Complete(ctx context.Context, resp Response) error {
 	}
 	c.completed = true
 	c.Response = resp
+	if c.core.observing() {
+		c.core.emit(ctx, Event{Kind: EventStored, Scope: c.req.Scope, Key: c.req.Key, Status: resp.Status, HeaderBytes: len(header), BodyBytes: len(body)})
+	}
 	return nil
 }
 

@@ -211,13 +211,16 @@ func (s *Store[TTx]) acquire(ctx context.Context, leaser dialect.Leaser, req Req
 	}
 	l.Outcome, l.Record, l.resumed = Won, r, resumed
 	l.token, l.createdAt, l.until, l.step, l.stepData = r.Token, r.CreatedAt, r.LeaseUntil, r.Step, r.StepData
+	if resumed && s.observing() {
+		s.emit(ctx, Event{Kind: EventTakeover, Scope: req.Scope, Key: req.Key, Token: r.Token, Step: r.Step})
+	}
 	return l, nil
 }
 
 // inTx runs fn in a short READ COMMITTED transaction of the core's, and
 // commits; retried like Do's transactions on errors a retry may cure.
 func (s *Store[TTx]) inTx(ctx context.Context, req Request, op string, fn func(q dialect.Queryer) error) error {
-	err := s.retry(ctx, func() error {
+	err := s.retry(ctx, req, func() error {
 		tx, err := s.driver.Begin(ctx, dialect.BeginOptions{Isolation: sql.LevelReadCommitted, WaitBound: s.cfg.WaitBound})
 		if err != nil {
 			return s.d.Classify(err)
@@ -279,7 +282,7 @@ func (l *Lease[TTx]) RecordStep(ctx context.Context, step string, data []byte, f
 // retry may cure it.
 func (l *Lease[TTx]) fencedTx(ctx context.Context, op string, fn func(ctx context.Context, tx TTx) error, write func(q dialect.Queryer) error) error {
 	var fnErr error
-	err := l.store.retry(ctx, func() error {
+	err := l.store.retry(ctx, l.req, func() error {
 		fnErr = nil
 		tx, err := l.store.driver.Begin(ctx, dialect.BeginOptions{WaitBound: l.store.cfg.WaitBound})
 		if err != nil {

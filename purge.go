@@ -23,8 +23,13 @@ type PurgeResult struct {
 // batches it pauses so that it runs only Config.PurgeDutyCycle of the time.
 // A batch that fails with an error a retry may cure is retried like Do's
 // transactions. Run it periodically; bound it with ctx.
-func (s *Store[TTx]) Purge(ctx context.Context) (PurgeResult, error) {
-	var res PurgeResult
+func (s *Store[TTx]) Purge(ctx context.Context) (res PurgeResult, err error) {
+	if s.observing() {
+		began := time.Now()
+		defer func() {
+			s.emit(ctx, Event{Kind: EventPurge, Rows: res.Deleted, Batches: res.Batches, Duration: time.Since(began), Err: err})
+		}()
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return res, fmt.Errorf("idem: purge: %w", err)
@@ -36,6 +41,9 @@ func (s *Store[TTx]) Purge(ctx context.Context) (PurgeResult, error) {
 		}
 		res.Batches++
 		res.Deleted += n
+		if s.observing() {
+			s.emit(ctx, Event{Kind: EventPurgeBatch, Rows: n, Batches: res.Batches, Duration: time.Since(started)})
+		}
 		if n < int64(s.cfg.PurgeBatch) {
 			return res, nil
 		}
@@ -51,7 +59,7 @@ func (s *Store[TTx]) Purge(ctx context.Context) (PurgeResult, error) {
 // purgeBatch runs one batch in a transaction of its own.
 func (s *Store[TTx]) purgeBatch(ctx context.Context) (int64, error) {
 	var n int64
-	err := s.retry(ctx, func() error {
+	err := s.retry(ctx, Request{}, func() error {
 		tx, err := s.driver.Begin(ctx, dialect.BeginOptions{Isolation: sql.LevelReadCommitted, WaitBound: s.cfg.WaitBound})
 		if err != nil {
 			return s.d.Classify(err)

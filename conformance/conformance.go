@@ -81,6 +81,7 @@ func cases[TTx any]() []Case[TTx] {
 		{"StatusPolicy", testStatusPolicy[TTx]},
 		{"PurgeBatchSizes", testPurgeBatchSizes[TTx]},
 		{"PurgeBesideTakeover", testPurgeBesideTakeover[TTx]},
+		{"PurgersRace", testPurgersRace[TTx]},
 		{"WaitBoundOnlyForClaim", testWaitBoundScope[TTx]},
 		{"SubMillisecondWaitBound", testSubMillisecondWaitBound[TTx]},
 		{"ReadFirstSettledKeys", testReadFirstSettledKeys[TTx]},
@@ -106,6 +107,10 @@ func cases[TTx any]() []Case[TTx] {
 		{"ExpiredLeasesResume", testExpiredLeasesResume[TTx]},
 		{"LeaseAndDoShareKeys", testLeaseAndDoShareKeys[TTx]},
 		{"LeaseBadInput", testLeaseBadInput[TTx]},
+		{"AdminInspect", testAdminInspect[TTx]},
+		{"AdminList", testAdminList[TTx]},
+		{"AdminDelete", testAdminDelete[TTx]},
+		{"AdminCounts", testAdminCounts[TTx]},
 	}
 }
 

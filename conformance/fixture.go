@@ -29,6 +29,14 @@ type Backend[TTx any] struct {
 	// upgrade case. A backend whose schema has one version may leave it
 	// nil; the case then fails, saying so, once a second version exists.
 	InsertLegacy func(ctx context.Context, q dialect.Queryer, table string, rows []LegacyRecord) error
+	// Migrate, when set, creates each case's table its own way before the
+	// case runs: a migration tool applying idem's files (package
+	// migrationfiles), say. The fixture then checks that Store.Version
+	// finds the table at the latest version and that Store.Migrate changes
+	// nothing. Migrate registers the cleanup of whatever else it creates
+	// (the tool's own version table); the fixture drops the table and
+	// <table>_schema.
+	Migrate func(t *testing.T, d dialect.Driver[TTx], table string)
 }
 
 // LegacyInserter returns a Backend.InsertLegacy that runs insert once per
@@ -128,7 +136,7 @@ var tablePrefix = func() string {
 }()
 
 // NewFixture opens the backend, makes a store on a fresh table and migrates
-// it (twice: Migrate must be idempotent). The migration runs on the
+// it (twice: Migrate must be idempotent), after Backend.Migrate when set. The migration runs on the
 // backend's own driver, so a Wrap that injects faults meets only the case's
 // transactions.
 func NewFixture[TTx any](t *testing.T, b Backend[TTx], o FixtureOptions[TTx]) *Fixture[TTx] {
@@ -148,6 +156,13 @@ func NewFixture[TTx any](t *testing.T, b Backend[TTx], o FixtureOptions[TTx]) *F
 		t.Fatalf("[%s] idem.New: %v", b.Name, err)
 	}
 	f.dropAtCleanup(f.Table, f.Table+"_schema")
+	if b.Migrate != nil {
+		b.Migrate(t, d, f.Table)
+		v, err := store.Version(ctx)
+		if err != nil || v.Current != v.Latest {
+			t.Fatalf("[%s] Version of a table Backend.Migrate made: %+v, %v; want the latest version recorded", b.Name, v, err)
+		}
+	}
 	for range 2 {
 		if err := store.Migrate(ctx); err != nil {
 			t.Fatalf("[%s] Migrate: %v", b.Name, err)

@@ -1,7 +1,9 @@
 package conformance
 
 import (
+	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -109,5 +111,81 @@ func testPurgeBesideTakeover[TTx any](t *testing.T, b Backend[TTx]) {
 	}
 	if n := e.effectCount("purge-new"); n != 1 {
 		e.Fatalf(next.Key, "effects = %d, want 1", n)
+	}
+}
+
+// testPurgersRace: two replicas each running the purge schedule on one
+// table at once get no errors, delete every expired record exactly once
+// between them, and keep every live one.
+func testPurgersRace[TTx any](t *testing.T, b Backend[TTx]) {
+	const expired, live = 60, 5
+	clk := newClock(t0)
+	cfg := idem.Config{Retention: retention, Clock: clk.Now, PurgeBatch: 7, PurgeDutyCycle: 1}
+	e := setup(t, b, cfg)
+	for i := range expired {
+		e.do(e.Store, request(keyN("old", i), "x"), e.work("race-old", created("old")))
+	}
+	clk.add(retention)
+	for i := range live {
+		e.do(e.Store, request(keyN("live", i), "x"), e.work("race-live", created("live")))
+	}
+	cfg.Table, cfg.WaitBound = e.Table, e.Store.Config().WaitBound
+	other, err := idem.New(e.Driver, cfg) // another replica's store (Open may give another database)
+	if err != nil {
+		e.Fatalf("", "idem.New: %v", err)
+	}
+
+	ctx, cancel := context.WithCancel(e.Ctx)
+	defer cancel()
+	var (
+		mu      sync.Mutex
+		deleted int64
+		runs    [2]int
+		errs    []error
+		wg      sync.WaitGroup
+	)
+	for i, p := range []idem.Purger{e.Store, other} {
+		wg.Go(func() {
+			_ = idem.RunPurges(ctx, p, idem.PurgeSchedule{
+				Interval: 5 * time.Millisecond,
+				Jitter:   0.5,
+				Report: func(r idem.PurgeRun) {
+					mu.Lock()
+					defer mu.Unlock()
+					runs[i]++
+					deleted += r.Result.Deleted
+					if r.Err != nil && ctx.Err() == nil {
+						errs = append(errs, r.Err)
+					}
+				},
+			})
+		})
+	}
+	// Run until both replicas have purged a few times after everything
+	// expired was gone, so a double count would show.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		mu.Lock()
+		doneRuns := min(runs[0], runs[1])
+		n := deleted
+		mu.Unlock()
+		if (n >= expired && doneRuns >= 5) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+	for _, err := range errs {
+		e.Errorf("old-*", "a purge run failed: %v", err)
+	}
+	if deleted != expired {
+		e.Fatalf("old-*", "the two purgers deleted %d records between them (runs %v), want %d, each once", deleted, runs, expired)
+	}
+	if n := e.Records(); n != live {
+		e.Fatalf("live-*", "records after the race = %d, want the %d live ones", n, live)
+	}
+	if r := e.do(e.Store, request(keyN("live", 0), "x"), e.work("race-live", created("again"))); r.Outcome != idem.Replay {
+		e.Fatalf(keyN("live", 0), "a live record after the race: %v, want replay", r.Outcome)
 	}
 }

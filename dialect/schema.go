@@ -51,22 +51,39 @@ type Migration struct {
 	// by itself: give such a migration one atomic statement (one ALTER
 	// TABLE), so that it is applied wholly or not at all.
 	Statements []string
+	// Down undoes Statements, for migration tools that migrate down
+	// (golang-migrate, goose); nil when the migration has no down file.
+	// Store.Migrate never runs it.
+	Down []string
 }
 
 // LoadMigrations reads the migrations of table t from the files of dir in
 // fsys named NNNN_name.sql (NNNN the version, from 1, without gaps; name
 // the migration's name). Each file is a text/template over t: {{.Name}} is
 // the table's name and {{.Index "suffix"}} a name derived from it. A line
-// whose last non-blank character is ';' ends a statement.
+// whose last non-blank character is ';' ends a statement. A file
+// NNNN_name.down.sql beside it, when there is one, holds the statements
+// that undo it (Migration.Down): migration tools run them; Store.Migrate
+// never does.
 func LoadMigrations(fsys fs.FS, dir string, t Table) ([]Migration, error) {
 	entries, err := fs.ReadDir(fsys, dir)
 	if err != nil {
 		return nil, fmt.Errorf("dialect: migrations: %w", err)
 	}
 	var out []Migration
+	downs := map[string][]string{} // "NNNN_name" -> statements
+	bases := map[int]string{}      // version -> "NNNN_name"
 	for _, e := range entries {
 		name := e.Name()
 		if e.IsDir() || !strings.HasSuffix(name, ".sql") {
+			continue
+		}
+		if base, ok := strings.CutSuffix(name, ".down.sql"); ok {
+			stmts, err := renderMigration(fsys, dir, name, t)
+			if err != nil {
+				return nil, err
+			}
+			downs[base] = stmts
 			continue
 		}
 		num, rest, ok := strings.Cut(strings.TrimSuffix(name, ".sql"), "_")
@@ -74,21 +91,24 @@ func LoadMigrations(fsys fs.FS, dir string, t Table) ([]Migration, error) {
 		if !ok || err != nil || version < 1 || rest == "" {
 			return nil, fmt.Errorf("dialect: migration file %s: want NNNN_name.sql", name)
 		}
-		text, err := fs.ReadFile(fsys, path.Join(dir, name))
+		stmts, err := renderMigration(fsys, dir, name, t)
 		if err != nil {
-			return nil, fmt.Errorf("dialect: migration %s: %w", name, err)
+			return nil, err
 		}
-		tmpl, err := template.New(name).Option("missingkey=error").Parse(string(text))
-		if err != nil {
-			return nil, fmt.Errorf("dialect: migration %s: %w", name, err)
-		}
-		var b strings.Builder
-		if err := tmpl.Execute(&b, t); err != nil {
-			return nil, fmt.Errorf("dialect: migration %s: %w", name, err)
-		}
-		out = append(out, Migration{Version: version, Name: rest, Statements: splitStatements(b.String())})
+		out = append(out, Migration{Version: version, Name: rest, Statements: stmts})
+		bases[version] = strings.TrimSuffix(name, ".sql")
 	}
 	slices.SortFunc(out, func(a, b Migration) int { return a.Version - b.Version })
+	for i := range out {
+		base := bases[out[i].Version]
+		if down, ok := downs[base]; ok {
+			out[i].Down = down
+			delete(downs, base)
+		}
+	}
+	for base := range downs {
+		return nil, fmt.Errorf("dialect: migration %s.down.sql undoes no migration", base)
+	}
 	for i, m := range out {
 		if m.Version != i+1 {
 			return nil, fmt.Errorf("dialect: migrations: version %d is missing (found %d)", i+1, m.Version)
@@ -98,6 +118,23 @@ func LoadMigrations(fsys fs.FS, dir string, t Table) ([]Migration, error) {
 		}
 	}
 	return out, nil
+}
+
+// renderMigration reads one migration file and renders it for t.
+func renderMigration(fsys fs.FS, dir, name string, t Table) ([]string, error) {
+	text, err := fs.ReadFile(fsys, path.Join(dir, name))
+	if err != nil {
+		return nil, fmt.Errorf("dialect: migration %s: %w", name, err)
+	}
+	tmpl, err := template.New(name).Option("missingkey=error").Parse(string(text))
+	if err != nil {
+		return nil, fmt.Errorf("dialect: migration %s: %w", name, err)
+	}
+	var b strings.Builder
+	if err := tmpl.Execute(&b, t); err != nil {
+		return nil, fmt.Errorf("dialect: migration %s: %w", name, err)
+	}
+	return splitStatements(b.String()), nil
 }
 
 // MustLoadMigrations is LoadMigrations for migrations embedded in the

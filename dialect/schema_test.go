@@ -33,6 +33,19 @@ func TestLoadMigrations(t *testing.T) {
 				{Version: 2, Name: "add_index", Statements: []string{"CREATE INDEX keys_x ON keys (x)"}},
 			},
 		},
+		{
+			name: "down files undo their migration",
+			files: fstest.MapFS{
+				"m/0001_create.sql":      file("CREATE TABLE {{.Name}} (x int);"),
+				"m/0001_create.down.sql": file("DROP TABLE {{.Name}};"),
+				"m/2_add.sql":            file("ALTER TABLE {{.Name}} ADD y int;"),
+			},
+			want: []dialect.Migration{
+				{Version: 1, Name: "create", Statements: []string{"CREATE TABLE keys (x int)"}, Down: []string{"DROP TABLE keys"}},
+				{Version: 2, Name: "add", Statements: []string{"ALTER TABLE keys ADD y int"}},
+			},
+		},
+		{name: "a down file without its migration", files: fstest.MapFS{"m/0001_a.sql": file("A;"), "m/0002_b.down.sql": file("B;")}, err: "undoes no migration"},
 		{name: "a gap", files: fstest.MapFS{"m/0001_a.sql": file("A;"), "m/0003_c.sql": file("C;")}, err: "version 2 is missing"},
 		{name: "not numbered", files: fstest.MapFS{"m/first.sql": file("A;")}, err: "want NNNN_name.sql"},
 		{name: "version 0", files: fstest.MapFS{"m/0000_zero.sql": file("A;")}, err: "want NNNN_name.sql"},

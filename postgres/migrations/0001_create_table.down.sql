@@ -1,0 +1,3 @@
+-- Undoes 0001_create_table: drops the records table (and its expiry
+-- index with it).
+DROP TABLE IF EXISTS "{{.Name}}";

@@ -1,0 +1,29 @@
+package postgres
+
+import (
+	"strconv"
+
+	"github.com/idemkit/idem/dialect"
+)
+
+// The version bookkeeping as plain SQL, for migration tools
+// (dialect.Scripter). The migration's name is an identifier-like file name
+// part, safe inside a string literal.
+
+var _ dialect.Scripter = (*Dialect)(nil)
+
+// RecordVersionSQL records m in the version table unless it is there.
+func (*Dialect) RecordVersionSQL(t dialect.Table, m dialect.Migration) string {
+	return `INSERT INTO "` + t.Index("schema") + `" (version, name) VALUES (` +
+		strconv.Itoa(m.Version) + `, '` + m.Name + `') ON CONFLICT (version) DO NOTHING`
+}
+
+// ForgetVersionSQL removes the record of m.
+func (*Dialect) ForgetVersionSQL(t dialect.Table, m dialect.Migration) string {
+	return `DELETE FROM "` + t.Index("schema") + `" WHERE version = ` + strconv.Itoa(m.Version)
+}
+
+// DropVersionTableSQL drops the version table.
+func (*Dialect) DropVersionTableSQL(t dialect.Table) string {
+	return `DROP TABLE IF EXISTS "` + t.Index("schema") + `"`
+}
