@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/dialect"
 )
 
 // Run runs every conformance case against b as parallel subtests of t.
@@ -101,6 +102,9 @@ func cases[TTx any]() []Case[TTx] {
 type env[TTx any] struct {
 	*Fixture[TTx]
 	effects string
+	// obs sees the transactions of the store's driver, in cases made with
+	// setupObserved.
+	obs *Observer
 }
 
 // setup makes a case's fixture with a store configured by cfg.
@@ -108,6 +112,15 @@ func setup[TTx any](t *testing.T, b Backend[TTx], cfg idem.Config) *env[TTx] {
 	t.Helper()
 	f := NewFixture(t, b, FixtureOptions[TTx]{Config: cfg})
 	return &env[TTx]{Fixture: f, effects: f.CreateTable("fx", "k VARCHAR(255) NOT NULL")}
+}
+
+// setupObserved is setup with an Observer on the store's driver, for cases
+// that prove contention.
+func setupObserved[TTx any](t *testing.T, b Backend[TTx], cfg idem.Config) *env[TTx] {
+	t.Helper()
+	obs := NewObserver()
+	f := NewFixture(t, b, FixtureOptions[TTx]{Config: cfg, Wrap: func(d dialect.Driver[TTx]) dialect.Driver[TTx] { return Observe(d, obs) }})
+	return &env[TTx]{Fixture: f, effects: f.CreateTable("fx", "k VARCHAR(255) NOT NULL"), obs: obs}
 }
 
 // effect is the user's write, made in the claim's transaction.
