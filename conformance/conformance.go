@@ -93,6 +93,10 @@ func cases[TTx any]() []Case[TTx] {
 		{"MigrateConcurrently", testMigrateConcurrently[TTx]},
 		{"LookupInTransaction", testLookupInTransaction[TTx]},
 		{"PerCallIsolation", testPerCallIsolation[TTx]},
+		{"UniqueViolationInFunction", testUniqueViolationInFunction[TTx]},
+		{"DeadlockRetried", testDeadlockRetried[TTx]},
+		{"ClaimInReadOnlyTransaction", testClaimInReadOnlyTransaction[TTx]},
+		{"CommitConnectionLost", testCommitConnectionLost[TTx]},
 	}
 }
 
