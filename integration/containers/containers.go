@@ -116,6 +116,9 @@ type server struct {
 	defaultImage string
 	standin      string // image scripts/standin/build makes
 	start        func(ctx context.Context, image string) (testcontainers.Container, string, error)
+	// ensure reports why image cannot be used ("" when it can); nil means
+	// ensureImage. Tests replace it.
+	ensure func(image string) (reason string)
 
 	mu          sync.Mutex
 	started     bool
@@ -244,7 +247,11 @@ func (s *server) launch() {
 	if image == "" {
 		image = s.defaultImage
 	}
-	if reason := ensureImage(image); reason != "" {
+	ensure := s.ensure
+	if ensure == nil {
+		ensure = ensureImage
+	}
+	if reason := ensure(image); reason != "" {
 		s.unavailable = reason
 		return
 	}
