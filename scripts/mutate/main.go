@@ -97,7 +97,11 @@ func mutate(ctx context.Context, listPath, run string, timeout time.Duration) (i
 	if err != nil {
 		return 2, err
 	}
-	defer os.RemoveAll(copyDir)
+	defer func() {
+		if err := os.RemoveAll(copyDir); err != nil {
+			fmt.Fprintln(os.Stderr, "mutate: remove the copy:", err)
+		}
+	}()
 	if err := copyTree(ctx, root, copyDir); err != nil {
 		return 2, fmt.Errorf("copy the work tree: %w", err)
 	}
@@ -124,7 +128,7 @@ func mutate(ctx context.Context, listPath, run string, timeout time.Duration) (i
 		fmt.Printf("baseline ok  %5.1fs  %s\n", time.Since(start).Seconds(), m.test)
 	}
 
-	var killed, expected, unexpected, stale int
+	var killed, expected, unexpected, stale, broken int
 	for _, m := range mutants {
 		start := time.Now()
 		out, err, runErr := m.run(ctx, copyDir, timeout)
@@ -135,10 +139,10 @@ func mutate(ctx context.Context, listPath, run string, timeout time.Duration) (i
 			return 2, fmt.Errorf("mutant %q: %w", m.name, runErr)
 		}
 		elapsed := time.Since(start).Seconds()
-		if err != nil && notBuilt(out) {
-			return 2, fmt.Errorf("mutant %q (line %d) does not compile or pass vet, so it tests nothing: fix it\n%s", m.name, m.line, tail(out, 15))
-		}
 		switch {
+		case err != nil && notBuilt(out):
+			broken++
+			fmt.Printf("BROKEN       %5.1fs  %s: does not compile or pass vet, so it tests nothing (line %d)\n%s\n", elapsed, m.name, m.line, tail(out, 8))
 		case err != nil && m.survives == "":
 			killed++
 			fmt.Printf("KILLED       %5.1fs  %s\n", elapsed, m.name)
@@ -156,6 +160,9 @@ func mutate(ctx context.Context, listPath, run string, timeout time.Duration) (i
 	}
 	fmt.Printf("mutation score: %d killed of %d (%.0f%%); %d known survivors (equivalent), %d unexpected survivors\n",
 		killed, len(mutants), 100*float64(killed)/float64(len(mutants)), expected, unexpected)
+	if broken > 0 {
+		return 2, fmt.Errorf("%d mutants do not compile: fix them in %s", broken, listPath)
+	}
 	if unexpected > 0 || stale > 0 {
 		return 1, nil
 	}
