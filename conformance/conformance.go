@@ -20,8 +20,18 @@
 // which package runs. A failure names the backend, the key and, where a
 // case can tell, the likely cause.
 //
-// The harness (Backend, Case, RunCases, Fixture, WrappedTx) is exported:
-// idemhttp/idemhttptest builds on it, and so can a suite of your own.
+// The harness (Backend, Case, RunCases, Fixture, WrappedTx, Observer) is
+// exported: idemhttp/idemhttptest builds on it, and so can a suite of your
+// own.
+//
+// Races are proven, not hoped for. An Observer on the store's driver sees
+// each client's Begin and statements; the winner holds the key until its
+// losers are waiting inside their claims, and the case fails unless they
+// still wait when it lets go, answer only afterwards, and retry only after
+// errors the dialect calls retryable. Where writers wait on the whole
+// database (Capabilities.DatabaseWriteLock, SQLite) the losers queue at
+// BEGIN: a race there proves the queue, one winner and replays after it,
+// never two claim statements at once.
 package conformance
 
 import (

@@ -22,13 +22,13 @@ func testSlowWinnerNotOvertaken[TTx any](t *testing.T, b Backend[TTx]) {
 	req := request("slow-winner", "x")
 	claim, finish := e.holdClaim(req, "slow-winner")
 	clk.add(2 * retention) // the winner is still working, far past the retention
-	waits, losers := e.waitingLosers(e.Ctx, 1, req, func(int) idem.Func[TTx] { return e.work("slow-winner", created("loser")) })
+	_, losers := e.waitingLosers(e.Ctx, 1, req, func(int) idem.Func[TTx] { return e.work("slow-winner", created("loser")) })
 	if err := claim.Complete(e.Ctx, created("winner")); err != nil {
 		e.Fatalf(req.Key, "Complete: %v", err)
 	}
 	released := finish(true)
 	o := e.await(req.Key, losers[0], time.Minute, causeAfterCommit)
-	e.waited(req.Key, waits, released)
+	e.answeredAfter(req.Key, o, released)
 	if o.err != nil || o.res.Outcome != idem.Replay || string(o.res.Response.Body) != "winner" {
 		e.Fatalf(req.Key, "retry that waited for a winner slower than the retention: %+v, %v, want a replay of the winner (completion must restart the retention)", o.res, o.err)
 	}

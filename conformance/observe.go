@@ -17,7 +17,7 @@ import (
 // and returns, and how it ended. A case uses it to prove contention instead
 // of hoping for it: the winner holds the key until k losers are waiting
 // inside their claims, and afterwards the case checks that those waits
-// lasted until the winner let go, and that every retry had a cause.
+// lasted through the winner's hold, and that every retry had a cause.
 //
 // A client is a goroutine whose context was tagged with AsClient. Work
 // without a tag (a holder's transaction, a fixture's statements) is recorded
@@ -194,19 +194,22 @@ func (o *Observer) where() string {
 	return "their claims"
 }
 
-// CheckWaited reports an error unless every wait lasted until (at least)
-// release: the loser was blocked by the winner, not merely slow.
-func (o *Observer) CheckWaited(waits []Wait, release time.Time) error {
+// StillWaiting reports an error unless every client in waits is still
+// waiting inside its claim (inside Begin on a database write lock). Called
+// after the winner held the key for a while, it shows that the losers were
+// blocked by the winner, not merely slow: a claim that does not wait
+// returns within milliseconds.
+func (o *Observer) StillWaiting(waits []Wait) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	now := map[int]bool{}
+	for _, w := range o.waitsLocked() {
+		now[w.Client] = true
+	}
 	var errs []error
 	for _, w := range waits {
-		switch p := w.op; {
-		case !p.done:
-			errs = append(errs, fmt.Errorf("client %d: its %v has not returned", w.Client, p.kind))
-		case p.end.Before(release):
-			errs = append(errs, fmt.Errorf("client %d: its %v returned %v after it started and %v before the winner let go (err %v): it did not wait for the winner",
-				w.Client, p.kind, p.end.Sub(p.start).Round(time.Millisecond), release.Sub(p.end).Round(time.Millisecond), p.err))
+		if !now[w.Client] {
+			errs = append(errs, fmt.Errorf("client %d was waiting inside %s, and no longer is although the winner still holds the key: its claim did not wait for the winner", w.Client, o.where()))
 		}
 	}
 	return errors.Join(errs...)
@@ -229,9 +232,13 @@ func (o *Observer) Begins(client int) int {
 func (o *Observer) CheckRetries(waited []Wait) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	classify := o.classify
+	if classify == nil {
+		classify = func(err error) error { return err }
+	}
 	failed := map[[2]int]error{} // client, attempt -> a retryable error it met
 	for _, p := range o.ops {
-		if p.client >= 0 && p.err != nil && retryable(o.classify(p.err)) {
+		if p.client >= 0 && p.err != nil && retryable(classify(p.err)) {
 			failed[[2]int{p.client, p.attempt}] = p.err
 		}
 	}

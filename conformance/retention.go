@@ -93,8 +93,8 @@ func testConcurrentTakeover[TTx any](t *testing.T, b Backend[TTx]) {
 		if o.err != nil || o.res.Outcome != idem.Replay || string(o.res.Response.Body) != "new" {
 			e.Errorf(next.Key, "claim %d beside the held takeover: %+v, %v, want a replay of the first takeover's answer", i, o.res, o.err)
 		}
+		e.answeredAfter(next.Key, o, released)
 	}
-	e.waited(next.Key, waits, released)
 	if err := e.obs.CheckRetries(waits); err != nil {
 		e.Fatalf(next.Key, "%v", err)
 	}
