@@ -4,9 +4,10 @@
 test: ## all tests with -race; builds stand-in database images if no registry
 	./scripts/test
 
-lint: ## gofmt, go vet on every module, the layering check
+lint: ## gofmt, go vet and golangci-lint (.golangci.yml) on every module, the layering check
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 	go vet $$(scripts/packages)
+	scripts/lint
 	scripts/check-layering
 
 bench: ## core micro-benchmarks, then the per-backend comparison

@@ -319,7 +319,7 @@ func ensureImage(image string) (reason string) {
 	if err != nil {
 		return fmt.Sprintf("no usable Docker engine (DOCKER_HOST unset or unreachable, no Docker socket found; testcontainers: %v)", err)
 	}
-	defer cli.Close()
+	defer func() { _ = cli.Close() }()
 
 	_, err = cli.ImageInspect(ctx, image)
 	if err == nil {
@@ -348,7 +348,7 @@ func pingDockerHost(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer cli.Close()
+	defer func() { _ = cli.Close() }()
 	_, err = cli.Ping(ctx, client.PingOptions{})
 	return err
 }
