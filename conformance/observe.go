@@ -34,6 +34,53 @@ type Observer struct {
 	changed chan struct{} // closed and replaced on every change
 	ops     []*op
 	begins  map[int]int // client -> transactions begun
+	// step, when set, makes racing clients send their statements in
+	// lockstep (see lockstep).
+	step *lockstep
+}
+
+// lockstep holds each racing client's j-th statement of a transaction
+// until k clients have come to their j-th statement, or wait has passed:
+// the clients read before any of them writes, the interleaving a guard
+// that reads and then writes must survive.
+type lockstep struct {
+	k       int
+	wait    time.Duration
+	arrived map[int]int           // statement index -> clients there
+	open    map[int]chan struct{} // closed when k arrived
+}
+
+// inLockstep makes the clients' statements go in lockstep from now on:
+// the j-th statement of each transaction waits until k clients reached
+// theirs, or at most wait.
+func (o *Observer) inLockstep(k int, wait time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.step = &lockstep{k: k, wait: wait, arrived: map[int]int{}, open: map[int]chan struct{}{}}
+}
+
+// barrier waits for the other clients at statement j, when in lockstep.
+func (o *Observer) barrier(client, j int) {
+	o.mu.Lock()
+	s := o.step
+	if s == nil || client < 0 {
+		o.mu.Unlock()
+		return
+	}
+	ch, ok := s.open[j]
+	if !ok {
+		ch = make(chan struct{})
+		s.open[j] = ch
+	}
+	s.arrived[j]++
+	if s.arrived[j] == s.k {
+		close(ch)
+	}
+	o.mu.Unlock()
+	select {
+	case <-ch:
+	case <-time.After(s.wait):
+	}
 }
 
 type opKind int
@@ -112,7 +159,7 @@ func NewObserver() *Observer {
 func (o *Observer) reset() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.ops, o.begins = nil, map[int]int{}
+	o.ops, o.begins, o.step = nil, map[int]int{}, nil
 	o.notify()
 }
 
@@ -295,6 +342,7 @@ type observedTx[TTx any] struct {
 	dialect.Tx[TTx]
 	o               *Observer
 	client, attempt int
+	statements      int // sent so far
 }
 
 var (
@@ -303,7 +351,13 @@ var (
 	_ dialect.CommitDeferrer = (*observedTx[any])(nil)
 )
 
-func (t *observedTx[TTx]) begin(kind opKind) *op { return t.o.start(t.client, t.attempt, kind) }
+func (t *observedTx[TTx]) begin(kind opKind) *op {
+	if kind == opStatement {
+		t.o.barrier(t.client, t.statements)
+		t.statements++
+	}
+	return t.o.start(t.client, t.attempt, kind)
+}
 
 func (t *observedTx[TTx]) Exec(ctx context.Context, query string, args ...any) (int64, error) {
 	p := t.begin(opStatement)

@@ -67,10 +67,12 @@ func testLiveKeyNeverTakenOver[TTx any](t *testing.T, b Backend[TTx]) {
 // testConcurrentTakeover: claims of an expired key while another claim is
 // taking it over (its transaction still open) wait for that takeover and
 // replay its answer once it commits: exactly one of them does the work. The
-// interleaving is forced, not left to timing: the first takeover is held
-// open until every other claim is waiting, and only then committed. A
-// takeover that reads the expired row and then updates it without checking
-// again under the row lock takes the key a second time here.
+// interleavings are forced, not left to timing: first a takeover is held
+// open until every other claim is waiting, and only then committed; then
+// claims of an expired key nobody holds send their statements in lockstep,
+// so each reads the expired row before any writes. A takeover that reads
+// the expired row and then updates it without checking again under the row
+// lock takes the key a second time in one of them.
 func testConcurrentTakeover[TTx any](t *testing.T, b Backend[TTx]) {
 	const n = 7
 	clk := newClock(t0)
@@ -103,6 +105,30 @@ func testConcurrentTakeover[TTx any](t *testing.T, b Backend[TTx]) {
 	}
 	if c := e.effectCount("takeover-old"); c != 1 {
 		e.Fatalf(req.Key, "effects of the expired record's work = %d, want 1", c)
+	}
+
+	// Then claims that arrive together at an expired key nobody holds,
+	// their statements in lockstep: each reads before any writes, so a
+	// takeover that reads the expired row and then updates it without
+	// checking again under the row lock lets two of them win.
+	again := request("takeover-2", "old")
+	e.do(e.Store, again, e.work("takeover-2-old", created("old")))
+	clk.add(2 * retention)
+	e.obs.reset()
+	e.obs.inLockstep(n, 300*time.Millisecond)
+	var wg sync.WaitGroup
+	results := make([]outcome, n)
+	retake := request("takeover-2", "new")
+	for i := range n {
+		wg.Go(func() {
+			res, err := e.Store.Do(AsClient(e.Ctx, i), retake, e.work("takeover-2-new", created(fmt.Sprintf("new-%d", i))))
+			results[i] = outcome{res: res, err: err, end: time.Now()}
+		})
+	}
+	wg.Wait()
+	e.oneWinner(retake.Key, results)
+	if c := e.effectCount("takeover-2-new"); c != 1 {
+		e.Fatalf(retake.Key, "effects after claims in lockstep took an expired key over = %d, want 1", c)
 	}
 }
 
