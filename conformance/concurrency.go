@@ -23,7 +23,7 @@ type outcome struct {
 // Contention is proven, not hoped for: the cases below make the winner hold
 // the key until its losers are waiting inside their claims (an Observer on
 // the store's driver sees them), hold a little longer, and afterwards check
-// that those waits lasted until the winner let go.
+// that they still waited when it let go, and answered only afterwards.
 const (
 	// hold is how long a winner keeps the key once its losers wait: a loser
 	// that is not blocked by the winner returns well within it.
