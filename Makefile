@@ -1,12 +1,13 @@
 # Targets a newcomer needs. The test command is scripts/test (the README's).
-.PHONY: test lint bench run fuzz
+.PHONY: test lint bench run fuzz mutate
 
 test: ## all tests with -race; builds stand-in database images if no registry
 	./scripts/test
 
-lint: ## gofmt, go vet on every module, the layering check
+lint: ## gofmt, go vet and golangci-lint (.golangci.yml) on every module, the layering check
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 	go vet $$(scripts/packages)
+	scripts/lint
 	scripts/check-layering
 
 bench: ## core micro-benchmarks, then the per-backend comparison
@@ -18,3 +19,6 @@ run: ## the orders example on embedded SQLite, on 127.0.0.1:8080
 
 fuzz: ## each fuzz target for 300,000 executions (a count: see .ci/run)
 	for t in $$(go test -list '^Fuzz' ./idemhttp/ | grep '^Fuzz'); do go test -run '^$$' -fuzz "^$$t$$" -fuzztime 300000x ./idemhttp/ || exit 1; done
+
+mutate: ## the mutation pass: each mutant in scripts/mutate/mutants.txt must fail its tests (a few minutes)
+	go run ./scripts/mutate

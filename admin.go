@@ -54,7 +54,7 @@ const (
 	MaxListLimit = 1000
 )
 
-// ErrRecordInFlight: Delete found the key's record pending and live, so a
+// ErrRecordInFlight means Delete found the key's record pending and live, so a
 // request may still be working on it. The error is an *InFlightRecordError.
 // Wait for it to complete or expire, or use ForceDelete.
 var ErrRecordInFlight = errors.New("idem: record is in flight")

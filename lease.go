@@ -39,7 +39,7 @@ const (
 	MaxStepData = 64 << 10
 )
 
-// ErrInvalidStep: a step name is empty, too long or not printable ASCII, or
+// ErrInvalidStep means a step name is empty, too long or not printable ASCII, or
 // its payload is over MaxStepData. Nothing is written.
 var ErrInvalidStep = errors.New("idem: invalid step")
 

@@ -49,14 +49,14 @@ func ValidateKey(key string) error {
 	return nil
 }
 
-// printableASCII says why s is not 1 to max bytes of printable ASCII (0x20
+// printableASCII says why s is not 1 to limit bytes of printable ASCII (0x20
 // to 0x7E), or "" when it is.
-func printableASCII(s string, max int) string {
+func printableASCII(s string, limit int) string {
 	if s == "" {
 		return "empty"
 	}
-	if len(s) > max {
-		return fmt.Sprintf("%d bytes, at most %d", len(s), max)
+	if len(s) > limit {
+		return fmt.Sprintf("%d bytes, at most %d", len(s), limit)
 	}
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c > 0x7e {
@@ -119,7 +119,7 @@ func (h *Hasher) AddString(part string) {
 	h.init()
 	binary.BigEndian.PutUint64(h.len[:], uint64(len(part)))
 	h.h.Write(h.len[:])
-	io.WriteString(h.h, part)
+	_, _ = io.WriteString(h.h, part) // a hash.Hash never fails a write
 }
 
 // Sum returns the fingerprint of the parts added so far.

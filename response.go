@@ -141,7 +141,7 @@ func (d *decoder) count() int {
 		}
 		return 0
 	}
-	return int(v)
+	return int(v) //nolint:gosec // v <= len(d.b), checked above
 }
 
 func (d *decoder) str() string {

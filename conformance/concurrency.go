@@ -5,18 +5,34 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idem"
 )
 
-// outcome is what a background Do returned.
+// outcome is what a background Do returned, and when.
 type outcome struct {
 	res     idem.Result
 	err     error
 	elapsed time.Duration
+	end     time.Time
 }
+
+// Contention is proven, not hoped for: the cases below make the winner hold
+// the key until its losers are waiting inside their claims (an Observer on
+// the store's driver sees them), hold a little longer, and afterwards check
+// that they still waited when it let go, and answered only afterwards.
+const (
+	// hold is how long a winner keeps the key once its losers wait: a loser
+	// that is not blocked by the winner returns well within it.
+	hold = 150 * time.Millisecond
+	// gateTimeout bounds how long a winner waits for its losers to be
+	// inside their claims before the case fails as a race that did not
+	// happen.
+	gateTimeout = 30 * time.Second
+)
 
 // goDo runs store.Do in the background and reports on the returned channel.
 func (e *env[TTx]) goDo(ctx context.Context, store *idem.Store[TTx], req idem.Request, fn idem.Func[TTx]) <-chan outcome {
@@ -24,7 +40,7 @@ func (e *env[TTx]) goDo(ctx context.Context, store *idem.Store[TTx], req idem.Re
 	go func() {
 		start := time.Now()
 		res, err := store.Do(ctx, req, fn)
-		ch <- outcome{res, err, time.Since(start)}
+		ch <- outcome{res, err, time.Since(start), time.Now()}
 	}()
 	return ch
 }
@@ -57,34 +73,104 @@ func (e *env[TTx]) await(key string, ch <-chan outcome, limit time.Duration, cau
 	return outcome{}
 }
 
-// mustWait checks that a background Do is still waiting.
-func (e *env[TTx]) mustWait(key string, ch <-chan outcome, d time.Duration) {
+// waitingLosers starts n Do calls of req on ctx, as clients 0..n-1 (client
+// i runs work(i)), while a holder keeps the key. It returns once all n are
+// waiting inside their claims (inside Begin where writers wait on the whole
+// database) and still are hold later, and fails the case otherwise.
+func (e *env[TTx]) waitingLosers(ctx context.Context, n int, req idem.Request, work func(i int) idem.Func[TTx]) ([]Wait, []<-chan outcome) {
 	e.T.Helper()
-	select {
-	case o := <-ch:
-		e.Fatalf(key, "loser returned while the winner held the key: %+v, err %v", o.res, o.err)
-	case <-time.After(d):
+	e.obs.reset()
+	chs := make([]<-chan outcome, n)
+	for i := range n {
+		chs[i] = e.goDo(AsClient(ctx, i), e.Store, req, work(i))
+	}
+	waits, err := e.obs.AwaitWaiting(n, gateTimeout)
+	if err != nil {
+		e.Fatalf(req.Key, "%v", err)
+	}
+	time.Sleep(hold)
+	for i, ch := range chs {
+		select {
+		case o := <-ch:
+			e.Fatalf(req.Key, "loser %d returned while the holder kept the key: %+v, err %v", i, o.res, o.err)
+		default:
+		}
+	}
+	if err := e.obs.StillWaiting(waits); err != nil {
+		e.Fatalf(req.Key, "%v", err)
+	}
+	return waits, chs
+}
+
+// answeredAfter fails the case unless a loser's answer came after released,
+// when the holder let go.
+func (e *env[TTx]) answeredAfter(key string, o outcome, released time.Time) {
+	e.T.Helper()
+	if o.end.Before(released) {
+		e.Fatalf(key, "the loser answered %v %v before the holder let go", o.res.Outcome, released.Sub(o.end))
 	}
 }
 
-// race runs n Do calls of req at once on the case's store, client i with
-// work(i), and returns what each got.
-func (e *env[TTx]) race(n int, req idem.Request, work func(i int) idem.Func[TTx]) []outcome {
-	start := make(chan struct{})
+// contend races n Do calls of req (client i runs work(i), with opts) and
+// proves the race: the first client whose function runs (the winner) holds
+// the key, its function blocked, until k of the others are waiting inside
+// their claims (inside Begin where writers wait on the whole database), and
+// then hold longer. The case fails when they do not get there within
+// gateTimeout, or when they do not all still wait at the end of the hold.
+// Afterwards it checks that each of those losers answered after the winner
+// let go, and that every client's retries follow the backend's rules
+// (Observer.CheckRetries).
+func (e *env[TTx]) contend(n, k int, req idem.Request, work func(i int) idem.Func[TTx], opts ...idem.Option) []outcome {
+	e.T.Helper()
+	e.obs.reset()
+	var (
+		first   atomic.Bool
+		waits   []Wait
+		gateErr error
+		release time.Time
+	)
 	results := make([]outcome, n)
+	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			<-start
+			fn := work(i)
 			t0 := time.Now()
-			res, err := e.Store.Do(e.Ctx, req, work(i))
-			results[i] = outcome{res, err, time.Since(t0)}
-		}()
+			res, err := e.Store.Do(AsClient(e.Ctx, i), req, func(ctx context.Context, tx TTx) (idem.Response, error) {
+				if first.CompareAndSwap(false, true) {
+					waits, gateErr = e.obs.AwaitWaiting(k, gateTimeout)
+					if gateErr == nil {
+						time.Sleep(hold)
+						gateErr = e.obs.StillWaiting(waits)
+					}
+					release = time.Now()
+				}
+				return fn(ctx, tx)
+			}, opts...)
+			results[i] = outcome{res, err, time.Since(t0), time.Now()}
+		})
 	}
 	close(start)
 	wg.Wait()
+	if gateErr != nil {
+		e.Fatalf(req.Key, "%v", gateErr)
+	}
+	e.oneWinner(req.Key, results)
+	for _, w := range waits {
+		if o := results[w.Client]; o.err == nil && o.end.Before(release) {
+			e.Errorf(req.Key, "client %d answered %v %v before the winner let go", w.Client, o.res.Outcome, release.Sub(o.end))
+		}
+	}
+	if err := e.obs.CheckRetries(waits); err != nil {
+		e.Fatalf(req.Key, "%v", err)
+	}
+	begins := make([]int, n)
+	for i := range n {
+		begins[i] = e.obs.Begins(i)
+	}
+	e.T.Logf("[%s] %d clients, %d of them waited inside their claims through the winner's hold of %v; transactions begun per client: %v",
+		e.Backend, n, len(waits), hold, begins)
 	return results
 }
 
@@ -115,8 +201,9 @@ func (e *env[TTx]) oneWinner(key string, results []outcome) {
 }
 
 // holdClaim begins a transaction, wins req's claim in it and writes the
-// winner's effect, leaving the transaction open.
-func (e *env[TTx]) holdClaim(req idem.Request, label string) (*idem.Claimed, func(commit bool)) {
+// winner's effect, leaving the transaction open. finish ends it and returns
+// when it did.
+func (e *env[TTx]) holdClaim(req idem.Request, label string) (*idem.Claimed, func(commit bool) time.Time) {
 	e.T.Helper()
 	txn := e.Begin()
 	claim, err := e.Store.Claim(e.Ctx, txn.Native(), req)
@@ -128,9 +215,13 @@ func (e *env[TTx]) holdClaim(req idem.Request, label string) (*idem.Claimed, fun
 		txn.Rollback(e.Ctx)
 		e.Fatalf(req.Key, "winner's effect: %v", err)
 	}
-	var once sync.Once
-	finish := func(commit bool) {
+	var (
+		once     sync.Once
+		released time.Time
+	)
+	finish := func(commit bool) time.Time {
 		once.Do(func() {
+			released = time.Now()
 			if !commit {
 				if err := txn.Rollback(e.Ctx); err != nil {
 					e.Errorf(req.Key, "winner's Rollback: %v", err)
@@ -141,64 +232,70 @@ func (e *env[TTx]) holdClaim(req idem.Request, label string) (*idem.Claimed, fun
 				e.Errorf(req.Key, "winner's Commit: %v", err)
 			}
 		})
+		return released
 	}
 	e.T.Cleanup(func() { finish(false) })
 	return claim, finish
 }
 
 func testLoserWaitsThenReplays[TTx any](t *testing.T, b Backend[TTx]) {
-	loserWaitsThenReplays(setup(t, b, idem.Config{}), "race-commit")
+	loserWaitsThenReplays(setupObserved(t, b, idem.Config{}), "race-commit")
 }
 
-// loserWaitsThenReplays: a loser waits while the winner holds the key, and
-// replays the winner's response once it commits. One effect.
+// loserWaitsThenReplays: a loser waits inside its claim while the winner
+// holds the key, and replays the winner's response once it commits, not
+// before. One effect.
 func loserWaitsThenReplays[TTx any](e *env[TTx], key string) {
 	e.T.Helper()
 	req := request(key, "x")
 	claim, finish := e.holdClaim(req, key)
-	loser := e.goDo(e.Ctx, e.Store, req, e.work(key, created("loser")))
-	e.mustWait(req.Key, loser, 300*time.Millisecond)
+	_, losers := e.waitingLosers(e.Ctx, 1, req, func(int) idem.Func[TTx] { return e.work(key, created("loser")) })
 	if err := claim.Complete(e.Ctx, created("winner")); err != nil {
 		e.Fatalf(req.Key, "Complete: %v", err)
 	}
-	finish(true)
-	o := e.await(req.Key, loser, time.Minute, causeAfterCommit)
+	released := finish(true)
+	o := e.await(req.Key, losers[0], time.Minute, causeAfterCommit)
 	if o.err != nil {
 		e.Fatalf(req.Key, "loser: %v", o.err)
 	}
 	if o.res.Outcome != idem.Replay || string(o.res.Response.Body) != "winner" {
 		e.Fatalf(req.Key, "loser after commit: %v %q, want replay of the winner", o.res.Outcome, o.res.Response.Body)
 	}
+	e.answeredAfter(req.Key, o, released)
 	if n := e.effectCount(key); n != 1 {
 		e.Fatalf(req.Key, "effects = %d, want 1", n)
 	}
 }
 
 func testWinnerRollsBackLoserWins[TTx any](t *testing.T, b Backend[TTx]) {
-	e := setup(t, b, idem.Config{})
+	e := setupObserved(t, b, idem.Config{})
 	req := request("race-rollback", "x")
 	_, finish := e.holdClaim(req, "race-rollback")
-	loser := e.goDo(e.Ctx, e.Store, req, e.work("race-rollback", created("loser")))
-	e.mustWait(req.Key, loser, 300*time.Millisecond)
-	finish(false)
-	o := e.await(req.Key, loser, time.Minute, causeAfterCommit)
+	_, losers := e.waitingLosers(e.Ctx, 1, req, func(int) idem.Func[TTx] { return e.work("race-rollback", created("loser")) })
+	released := finish(false)
+	o := e.await(req.Key, losers[0], time.Minute, causeAfterCommit)
 	if o.err != nil {
 		e.Fatalf(req.Key, "loser: %v", o.err)
 	}
 	if o.res.Outcome != idem.Won || !o.res.Committed || string(o.res.Response.Body) != "loser" {
 		e.Fatalf(req.Key, "loser after the winner rolled back: %+v, want won", o.res)
 	}
+	e.answeredAfter(req.Key, o, released)
 	if n := e.effectCount("race-rollback"); n != 1 {
 		e.Fatalf(req.Key, "effects = %d, want exactly 1", n)
 	}
 }
 
+// testThirtyTwoClaims: 32 clients race for one key; the winner holds it
+// until 16 losers wait, and every loser replays its answer. Where writers
+// wait on the whole database (SQLite) the losers queue at BEGIN, so the
+// race exercises the queue (one winner, replays after it, no retries) but
+// never two claim statements at once, nor a wait on the key's row.
 func testThirtyTwoClaims[TTx any](t *testing.T, b Backend[TTx]) {
-	const n = 32
-	e := setup(t, b, idem.Config{MaxAttempts: 40})
+	const n, waiting = 32, 16 // at most 16: two such races fit a pool of 40 connections
+	e := setupObserved(t, b, idem.Config{MaxAttempts: 40})
 	req := request("race-32", "x")
-	results := e.race(n, req, func(i int) idem.Func[TTx] { return e.work("race-32", created(fmt.Sprintf("winner-%d", i))) })
-	e.oneWinner(req.Key, results)
+	e.contend(n, waiting, req, func(i int) idem.Func[TTx] { return e.work("race-32", created(fmt.Sprintf("winner-%d", i))) })
 	if c := e.effectCount("race-32"); c != 1 {
 		e.Fatalf(req.Key, "effects = %d, want exactly 1", c)
 	}
@@ -251,17 +348,20 @@ func testWaitBound[TTx any](t *testing.T, b Backend[TTx]) {
 	}
 }
 
+// testContextCancelled: a loser waiting inside its claim stops when its
+// context is cancelled, and leaves no transaction or lock behind.
 func testContextCancelled[TTx any](t *testing.T, b Backend[TTx]) {
-	e := setup(t, b, idem.Config{WaitBound: time.Minute})
+	e := setupObserved(t, b, idem.Config{WaitBound: time.Minute})
 	req := request("cancel-1", "x")
 	claim, finish := e.holdClaim(req, "cancel-1")
 
 	ctx, cancel := context.WithCancel(e.Ctx)
-	loser := e.goDo(ctx, e.Store, req, e.work("cancel-1", created("loser")))
-	e.mustWait(req.Key, loser, 200*time.Millisecond)
+	defer cancel()
+	_, losers := e.waitingLosers(ctx, 1, req, func(int) idem.Func[TTx] { return e.work("cancel-1", created("loser")) })
 	cancelled := time.Now()
 	cancel()
-	o := e.await(req.Key, loser, 30*time.Second, causeCancel)
+	o := e.await(req.Key, losers[0], 30*time.Second, causeCancel)
+	e.answeredAfter(req.Key, o, cancelled)
 	if since := time.Since(cancelled); since > 3*time.Second {
 		e.Fatalf(req.Key, "loser returned %v after its context was cancelled", since)
 	}

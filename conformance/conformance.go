@@ -20,8 +20,18 @@
 // which package runs. A failure names the backend, the key and, where a
 // case can tell, the likely cause.
 //
-// The harness (Backend, Case, RunCases, Fixture, WrappedTx) is exported:
-// idemhttp/idemhttptest builds on it, and so can a suite of your own.
+// The harness (Backend, Case, RunCases, Fixture, WrappedTx, Observer) is
+// exported: idemhttp/idemhttptest builds on it, and so can a suite of your
+// own.
+//
+// Races are proven, not hoped for. An Observer on the store's driver sees
+// each client's Begin and statements; the winner holds the key until its
+// losers are waiting inside their claims, and the case fails unless they
+// still wait when it lets go, answer only afterwards, and retry only after
+// errors the dialect calls retryable. Where writers wait on the whole
+// database (Capabilities.DatabaseWriteLock, SQLite) the losers queue at
+// BEGIN: a race there proves the queue, one winner and replays after it,
+// never two claim statements at once.
 package conformance
 
 import (
@@ -31,6 +41,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/dialect"
 )
 
 // Run runs every conformance case against b as parallel subtests of t.
@@ -111,6 +122,10 @@ func cases[TTx any]() []Case[TTx] {
 		{"AdminList", testAdminList[TTx]},
 		{"AdminDelete", testAdminDelete[TTx]},
 		{"AdminCounts", testAdminCounts[TTx]},
+		{"UniqueViolationInFunction", testUniqueViolationInFunction[TTx]},
+		{"DeadlockRetried", testDeadlockRetried[TTx]},
+		{"ClaimInReadOnlyTransaction", testClaimInReadOnlyTransaction[TTx]},
+		{"CommitConnectionLost", testCommitConnectionLost[TTx]},
 	}
 }
 
@@ -120,6 +135,9 @@ func cases[TTx any]() []Case[TTx] {
 type env[TTx any] struct {
 	*Fixture[TTx]
 	effects string
+	// obs sees the transactions of the store's driver, in cases made with
+	// setupObserved.
+	obs *Observer
 }
 
 // setup makes a case's fixture with a store configured by cfg.
@@ -127,6 +145,15 @@ func setup[TTx any](t *testing.T, b Backend[TTx], cfg idem.Config) *env[TTx] {
 	t.Helper()
 	f := NewFixture(t, b, FixtureOptions[TTx]{Config: cfg})
 	return &env[TTx]{Fixture: f, effects: f.CreateTable("fx", "k VARCHAR(255) NOT NULL")}
+}
+
+// setupObserved is setup with an Observer on the store's driver, for cases
+// that prove contention.
+func setupObserved[TTx any](t *testing.T, b Backend[TTx], cfg idem.Config) *env[TTx] {
+	t.Helper()
+	obs := NewObserver()
+	f := NewFixture(t, b, FixtureOptions[TTx]{Config: cfg, Wrap: func(d dialect.Driver[TTx]) dialect.Driver[TTx] { return Observe(d, obs) }})
+	return &env[TTx]{Fixture: f, effects: f.CreateTable("fx", "k VARCHAR(255) NOT NULL"), obs: obs}
 }
 
 // effect is the user's write, made in the claim's transaction.

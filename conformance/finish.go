@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,17 +18,17 @@ import (
 // replays instead of taking the record over and doing the work again.
 func testSlowWinnerNotOvertaken[TTx any](t *testing.T, b Backend[TTx]) {
 	clk := newClock(t0)
-	e := setup(t, b, idem.Config{Retention: retention, Clock: clk.Now})
+	e := setupObserved(t, b, idem.Config{Retention: retention, Clock: clk.Now})
 	req := request("slow-winner", "x")
 	claim, finish := e.holdClaim(req, "slow-winner")
 	clk.add(2 * retention) // the winner is still working, far past the retention
-	loser := e.goDo(e.Ctx, e.Store, req, e.work("slow-winner", created("loser")))
-	e.mustWait(req.Key, loser, 300*time.Millisecond)
+	_, losers := e.waitingLosers(e.Ctx, 1, req, func(int) idem.Func[TTx] { return e.work("slow-winner", created("loser")) })
 	if err := claim.Complete(e.Ctx, created("winner")); err != nil {
 		e.Fatalf(req.Key, "Complete: %v", err)
 	}
-	finish(true)
-	o := e.await(req.Key, loser, time.Minute, causeAfterCommit)
+	released := finish(true)
+	o := e.await(req.Key, losers[0], time.Minute, causeAfterCommit)
+	e.answeredAfter(req.Key, o, released)
 	if o.err != nil || o.res.Outcome != idem.Replay || string(o.res.Response.Body) != "winner" {
 		e.Fatalf(req.Key, "retry that waited for a winner slower than the retention: %+v, %v, want a replay of the winner (completion must restart the retention)", o.res, o.err)
 	}
@@ -44,12 +45,16 @@ func testSlowWinnerNotOvertaken[TTx any](t *testing.T, b Backend[TTx]) {
 }
 
 // hangUpDriver cancels the caller's context at the moment Do commits, the
-// way a client that hangs up at the wrong time does. Its transactions keep
-// every optional ability of the backend's (so the production COMMIT path
-// runs).
+// way a client that hangs up at the wrong time does, and gives the
+// cancellation time to reach every context derived from the caller's
+// before it commits. Its transactions keep every optional ability of the
+// backend's (so the production COMMIT path runs). ended reports a
+// transaction whose own context (the one Begin got) ended with the
+// caller's.
 type hangUpDriver[TTx any] struct {
 	dialect.Driver[TTx]
 	hangUp context.CancelFunc
+	ended  *atomic.Bool
 }
 
 func (d hangUpDriver[TTx]) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.Tx[TTx], error) {
@@ -57,8 +62,16 @@ func (d hangUpDriver[TTx]) Begin(ctx context.Context, opts dialect.BeginOptions)
 	if err != nil {
 		return nil, err
 	}
+	txCtx := ctx
 	return &WrappedTx[TTx]{Tx: tx, OnCommit: func(ctx context.Context, tx dialect.Tx[TTx]) error {
 		d.hangUp()
+		// A cancellation reaches derived contexts asynchronously
+		// (context.AfterFunc): wait for it, or for long enough.
+		select {
+		case <-txCtx.Done():
+			d.ended.Store(true)
+		case <-time.After(100 * time.Millisecond):
+		}
 		return tx.Commit(ctx)
 	}}, nil
 }
@@ -71,12 +84,16 @@ func testCommitSurvivesHangUp[TTx any](t *testing.T, b Backend[TTx]) {
 	e := setup(t, b, idem.Config{})
 	ctx, hangUp := context.WithCancel(e.Ctx)
 	defer hangUp()
-	store, err := idem.New(hangUpDriver[TTx]{Driver: e.Driver, hangUp: hangUp}, e.Store.Config())
+	var ended atomic.Bool
+	store, err := idem.New(hangUpDriver[TTx]{Driver: e.Driver, hangUp: hangUp, ended: &ended}, e.Store.Config())
 	if err != nil {
 		t.Fatalf("[%s] idem.New: %v", e.Backend, err)
 	}
 	req := request("hang-up", "x")
 	res, err := store.Do(ctx, req, e.work("hang-up", created("done")))
+	if ended.Load() {
+		e.Errorf(req.Key, "the transaction's context ended when the caller's did, after the function had returned: the commit must no longer follow the caller")
+	}
 	if err != nil || res.Outcome != idem.Won || !res.Committed {
 		e.Fatalf(req.Key, "Do whose caller hung up during COMMIT: %+v, %v, want won and committed", res, err)
 	}

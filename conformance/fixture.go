@@ -37,6 +37,30 @@ type Backend[TTx any] struct {
 	// (the tool's own version table); the fixture drops the table and
 	// <table>_schema.
 	Migrate func(t *testing.T, d dialect.Driver[TTx], table string)
+	// BeginReadOnly begins a transaction that refuses writes on d's
+	// database, rolled back when t ends. The case that checks a claim in
+	// a read-only transaction fails when it is nil; it may call t.Skip
+	// where the database has no read-only transactions.
+	BeginReadOnly func(t *testing.T, d dialect.Driver[TTx]) TTx
+	// BreakCommit, when set, returns a driver on the same database as
+	// Open's whose connection can be made to break right after a COMMIT
+	// leaves. Leave it nil where no connection can be lost (a database in
+	// the process, like SQLite): the case that needs it then skips and
+	// says so.
+	BreakCommit func(t *testing.T) CommitBreaker[TTx]
+}
+
+// CommitBreaker is a driver whose connections break, once armed, right
+// after the next COMMIT was sent: the server may or may not have committed,
+// and the client cannot know.
+type CommitBreaker[TTx any] struct {
+	// Driver runs on the same database as the Backend's Open.
+	Driver dialect.Driver[TTx]
+	// Arm makes the next COMMIT sent on Driver's connections break its
+	// connection once the statement has left.
+	Arm func()
+	// Broken reports how many connections were broken so far.
+	Broken func() int
 }
 
 // LegacyInserter returns a Backend.InsertLegacy that runs insert once per

@@ -91,12 +91,12 @@ func testBadTableName[TTx any](t *testing.T, b Backend[TTx]) {
 }
 
 func testResponseTooLarge[TTx any](t *testing.T, b Backend[TTx]) {
-	const max = 4096
-	e := setup(t, b, idem.Config{MaxBody: max})
+	const maxBody = 4096
+	e := setup(t, b, idem.Config{MaxBody: maxBody})
 	req := request("big-1", "x")
-	_, err := e.Store.Do(e.Ctx, req, e.work("big-1", idem.Response{Status: 200, Body: make([]byte, max+1)}))
+	_, err := e.Store.Do(e.Ctx, req, e.work("big-1", idem.Response{Status: 200, Body: make([]byte, maxBody+1)}))
 	if !errors.Is(err, idem.ErrResponseTooLarge) {
-		e.Fatalf(req.Key, "body of %d bytes: %v, want ErrResponseTooLarge", max+1, err)
+		e.Fatalf(req.Key, "body of %d bytes: %v, want ErrResponseTooLarge", maxBody+1, err)
 	}
 	if n := e.Records() + e.effectCount("big-1"); n != 0 {
 		e.Fatalf(req.Key, "rows after a too-large response = %d, want 0 (the effect rolled back)", n)
@@ -105,12 +105,12 @@ func testResponseTooLarge[TTx any](t *testing.T, b Backend[TTx]) {
 	if _, err := e.Store.Do(e.Ctx, req, e.work("big-1", huge)); !errors.Is(err, idem.ErrResponseTooLarge) {
 		e.Fatalf(req.Key, "oversized header: %v, want ErrResponseTooLarge", err)
 	}
-	res := e.do(e.Store, req, e.work("big-1", idem.Response{Status: 200, Body: make([]byte, max)}))
+	res := e.do(e.Store, req, e.work("big-1", idem.Response{Status: 200, Body: make([]byte, maxBody)}))
 	if res.Outcome != idem.Won || !res.Committed {
-		e.Fatalf(req.Key, "body of exactly %d bytes: %v, want won", max, res.Outcome)
+		e.Fatalf(req.Key, "body of exactly %d bytes: %v, want won", maxBody, res.Outcome)
 	}
-	if r := e.do(e.Store, req, e.work("big-1", created("x"))); len(r.Response.Body) != max {
-		e.Fatalf(req.Key, "replayed body has %d bytes, want %d", len(r.Response.Body), max)
+	if r := e.do(e.Store, req, e.work("big-1", created("x"))); len(r.Response.Body) != maxBody {
+		e.Fatalf(req.Key, "replayed body has %d bytes, want %d", len(r.Response.Body), maxBody)
 	}
 }
 

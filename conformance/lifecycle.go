@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
-	"sync"
 	"testing"
 	"time"
 
@@ -440,23 +439,13 @@ func testLookupInTransaction[TTx any](t *testing.T, b Backend[TTx]) {
 
 // testPerCallIsolation: one store serves calls at every isolation level:
 // a race of callers asking for SERIALIZABLE (whatever the driver's default)
-// still has exactly one winner and replays.
+// still has exactly one winner, whose losers wait for it and replay.
 func testPerCallIsolation[TTx any](t *testing.T, b Backend[TTx]) {
-	e := setup(t, b, idem.Config{MaxAttempts: 40})
+	const n = 8
+	e := setupObserved(t, b, idem.Config{MaxAttempts: 40})
 	req := request("per-call-serializable", "x")
-	results := make([]outcome, 8)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range results {
-		wg.Go(func() {
-			<-start
-			res, err := e.Store.Do(e.Ctx, req, e.work(req.Key, created(fmt.Sprintf("winner-%d", i))), idem.Isolation(sql.LevelSerializable))
-			results[i] = outcome{res: res, err: err}
-		})
-	}
-	close(start)
-	wg.Wait()
-	e.oneWinner(req.Key, results)
+	e.contend(n, n-1, req, func(i int) idem.Func[TTx] { return e.work(req.Key, created(fmt.Sprintf("winner-%d", i))) },
+		idem.Isolation(sql.LevelSerializable))
 	if n := e.effectCount(req.Key); n != 1 {
 		e.Fatalf(req.Key, "effects = %d, want 1", n)
 	}

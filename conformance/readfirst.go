@@ -49,13 +49,12 @@ func testReadFirstSettledKeys[TTx any](t *testing.T, b Backend[TTx]) {
 // waits for the holder and replays its response. Racing clients on a new key
 // make one effect.
 func testReadFirstOpenKeys[TTx any](t *testing.T, b Backend[TTx]) {
-	e := setup(t, b, idem.Config{ReadFirst: true, MaxAttempts: 40})
+	e := setupObserved(t, b, idem.Config{ReadFirst: true, MaxAttempts: 40})
 	loserWaitsThenReplays(e, "rf-held")
 
 	const n = 16
 	race := request("rf-race", "x")
-	results := e.race(n, race, func(i int) idem.Func[TTx] { return e.work("rf-race", created(fmt.Sprintf("winner-%d", i))) })
-	e.oneWinner(race.Key, results)
+	e.contend(n, n/2, race, func(i int) idem.Func[TTx] { return e.work("rf-race", created(fmt.Sprintf("winner-%d", i))) })
 	if c := e.effectCount("rf-race"); c != 1 {
 		e.Fatalf(race.Key, "effects = %d, want exactly 1", c)
 	}

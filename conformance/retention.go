@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -63,19 +64,71 @@ func testLiveKeyNeverTakenOver[TTx any](t *testing.T, b Backend[TTx]) {
 	}
 }
 
+// testConcurrentTakeover: claims of an expired key while another claim is
+// taking it over (its transaction still open) wait for that takeover and
+// replay its answer once it commits: exactly one of them does the work. The
+// interleavings are forced, not left to timing: first a takeover is held
+// open until every other claim is waiting, and only then committed; then
+// claims of an expired key nobody holds send their statements in lockstep,
+// so each reads the expired row before any writes. A takeover that reads
+// the expired row and then updates it without checking again under the row
+// lock takes the key a second time in one of them.
 func testConcurrentTakeover[TTx any](t *testing.T, b Backend[TTx]) {
-	const n = 8
+	const n = 7
 	clk := newClock(t0)
-	e := setup(t, b, idem.Config{Retention: retention, Clock: clk.Now, MaxAttempts: 40})
+	e := setupObserved(t, b, idem.Config{Retention: retention, Clock: clk.Now, MaxAttempts: 40})
 	req := request("takeover-1", "old")
 	e.do(e.Store, req, e.work("takeover-old", created("old")))
 	clk.add(2 * retention)
 
 	next := request("takeover-1", "new")
-	results := e.race(n, next, func(int) idem.Func[TTx] { return e.work("takeover-new", created("new")) })
-	e.oneWinner(req.Key, results)
+	claim, finish := e.holdClaim(next, "takeover-new") // the first takeover, held open
+	waits, losers := e.waitingLosers(e.Ctx, n, next, func(i int) idem.Func[TTx] {
+		return e.work("takeover-new", created(fmt.Sprintf("second-%d", i)))
+	})
+	if err := claim.Complete(e.Ctx, created("new")); err != nil {
+		e.Fatalf(next.Key, "Complete of the first takeover: %v", err)
+	}
+	released := finish(true)
+	for i, ch := range losers {
+		o := e.await(next.Key, ch, time.Minute, causeAfterCommit)
+		if o.err != nil || o.res.Outcome != idem.Replay || string(o.res.Response.Body) != "new" {
+			e.Errorf(next.Key, "claim %d beside the held takeover: %+v, %v, want a replay of the first takeover's answer", i, o.res, o.err)
+		}
+		e.answeredAfter(next.Key, o, released)
+	}
+	if err := e.obs.CheckRetries(waits); err != nil {
+		e.Fatalf(next.Key, "%v", err)
+	}
 	if c := e.effectCount("takeover-new"); c != 1 {
 		e.Fatalf(req.Key, "effects after takeover = %d, want 1", c)
+	}
+	if c := e.effectCount("takeover-old"); c != 1 {
+		e.Fatalf(req.Key, "effects of the expired record's work = %d, want 1", c)
+	}
+
+	// Then claims that arrive together at an expired key nobody holds,
+	// their statements in lockstep: each reads before any writes, so a
+	// takeover that reads the expired row and then updates it without
+	// checking again under the row lock lets two of them win.
+	again := request("takeover-2", "old")
+	e.do(e.Store, again, e.work("takeover-2-old", created("old")))
+	clk.add(2 * retention)
+	e.obs.reset()
+	e.obs.inLockstep(n, 300*time.Millisecond)
+	var wg sync.WaitGroup
+	results := make([]outcome, n)
+	retake := request("takeover-2", "new")
+	for i := range n {
+		wg.Go(func() {
+			res, err := e.Store.Do(AsClient(e.Ctx, i), retake, e.work("takeover-2-new", created(fmt.Sprintf("new-%d", i))))
+			results[i] = outcome{res: res, err: err, end: time.Now()}
+		})
+	}
+	wg.Wait()
+	e.oneWinner(retake.Key, results)
+	if c := e.effectCount("takeover-2-new"); c != 1 {
+		e.Fatalf(retake.Key, "effects after claims in lockstep took an expired key over = %d, want 1", c)
 	}
 }
 

@@ -214,8 +214,21 @@
 //				}
 //				return d
 //			},
+//			// A read-only transaction, to check a claim there fails
+//			// with ErrBadTx and ErrReadOnly (required).
+//			BeginReadOnly: func(t *testing.T, d dialect.Driver[*sql.Tx]) *sql.Tx { ... },
+//			// A driver whose connection breaks right after COMMIT
+//			// left, to check ErrCommitUnknown (optional: nil skips
+//			// that case, as for a database in the process).
+//			BreakCommit: func(t *testing.T) conformance.CommitBreaker[*sql.Tx] { ... },
 //		})
 //	}
+//
+// Some cases provoke real errors through your backend, so that Classify
+// meets the driver's own: a unique violation and a deadlock in the caller's
+// function, a read-only transaction, a COMMIT whose connection breaks.
+// Races are proven, not hoped for: the winner holds the key until its
+// losers are seen waiting inside their claims (conformance.Observer).
 //
 // The HTTP suite (idemhttp/idemhttptest.Run) takes the same Backend. For a
 // server in a container, see github.com/idemkit/idem/integration/containers.

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Leases: the contract of idem's lease mode, an optional ability of a
+// Leaser is the contract of idem's lease mode, an optional ability of a
 // Dialect. In lease mode the claim commits on its own, as a pending record
 // that holds a lease (an expiry, LeaseUntil) and a fencing token; the work
 // runs outside any long transaction, and every later write of the holder
@@ -75,7 +75,7 @@ type Leaser interface {
 	ExpiredLeases(ctx context.Context, q Queryer, t Table, a ExpiredLeasesArgs) ([]Record, error)
 }
 
-// ErrLeaseLost: a fenced write found no pending record with the holder's
+// ErrLeaseLost means a fenced write found no pending record with the holder's
 // token: the lease was taken over (or the record completed, released and
 // resumed, or purged). The holder must stop; nothing was written.
 var ErrLeaseLost = errors.New("lease lost")

@@ -140,7 +140,11 @@ func TestClientRetriesOnlyWhatCanChange(t *testing.T) {
 func TestClientAttemptTimeout(t *testing.T) {
 	a := &attempts{script: func(ctx context.Context, n int) error {
 		if n == 1 {
-			<-ctx.Done() // the client gave up on this attempt
+			// The client gave up on this attempt. Whichever deadline
+			// fires first (the client's, or the server's from the
+			// grpc-timeout header), the attempt must not answer.
+			<-ctx.Done()
+			return status.FromContextError(ctx.Err()).Err()
 		}
 		return nil
 	}}

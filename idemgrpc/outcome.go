@@ -41,7 +41,7 @@ func decodeOutcome(b []byte) (*spb.Status, []byte, error) {
 		return nil, nil, fmt.Errorf("%w: unknown encoding", errCorruptOutcome)
 	}
 	n, w := binary.Uvarint(b[1:])
-	if w <= 0 || n > uint64(len(b)-1-w) {
+	if w <= 0 || n > uint64(len(b)-1-w) { //nolint:gosec // w > 0 and w <= len(b)-1: Uvarint read w bytes of b[1:]
 		return nil, nil, fmt.Errorf("%w: bad status length", errCorruptOutcome)
 	}
 	rest := b[1+w:]

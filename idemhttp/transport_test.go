@@ -278,7 +278,7 @@ func TestTransportHonoursRetryAfter(t *testing.T) {
 	}
 
 	// MaxDelay caps a long Retry-After.
-	s, srv = serve(t, status(503, "Retry-After", "3600"), status(201))
+	_, srv = serve(t, status(503, "Retry-After", "3600"), status(201))
 	start := time.Now()
 	resp, err = fast(3).Post(srv.URL, "text/plain", strings.NewReader("x"))
 	if err != nil {

@@ -3,6 +3,7 @@ package idemnats
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -31,7 +32,7 @@ func (d Delivery) Message() (idemqueue.Message, error) {
 	if id == "" {
 		id = "seq-" + strconv.FormatUint(md.Sequence.Stream, 10)
 	}
-	return idemqueue.Message{Queue: md.Stream, ID: id, Data: d.Msg.Data(), Delivery: int(md.NumDelivered)}, nil
+	return idemqueue.Message{Queue: md.Stream, ID: id, Data: d.Msg.Data(), Delivery: int(min(md.NumDelivered, math.MaxInt32))}, nil
 }
 
 // Ack acknowledges the message and waits for the server to confirm it.

@@ -157,11 +157,11 @@ func plainName(s string) bool {
 // Write writes files into dir, creating it if needed and replacing files of
 // the same names.
 func Write(dir string, files []File) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil { //nolint:gosec // migration files go into the user's repository, readable like its source
 		return fmt.Errorf("migrationfiles: %w", err)
 	}
 	for _, f := range files {
-		if err := os.WriteFile(filepath.Join(dir, f.Name), f.Data, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, f.Name), f.Data, 0o644); err != nil { //nolint:gosec // as above
 			return fmt.Errorf("migrationfiles: %w", err)
 		}
 	}

@@ -32,7 +32,7 @@ func NewDialect(maxAllowedPacket int64) *Dialect {
 // Name returns "mysql".
 func (*Dialect) Name() string { return "mysql" }
 
-// Capabilities: row-level locks, so a loser waits on the key only.
+// Capabilities reports row-level locks: a loser waits on the key only.
 func (*Dialect) Capabilities() dialect.Capabilities { return dialect.Capabilities{} }
 
 // Schema returns the versioned DDL (migrations/*.sql).

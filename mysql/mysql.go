@@ -159,12 +159,12 @@ func inspect(ctx context.Context, db *sql.DB) (server, error) {
 	}
 	s.mariaDB = strings.Contains(strings.ToLower(s.version), "mariadb")
 	major, minor, patch := parseVersion(s.version)
-	min := [3]int{8, 0, 1}
+	oldest := [3]int{8, 0, 1}
 	if s.mariaDB {
-		min = [3]int{10, 6, 0}
+		oldest = [3]int{10, 6, 0}
 	}
-	if !versionAtLeast([3]int{major, minor, patch}, min) {
-		return s, fmt.Errorf("mysql: %w: server %s is older than %d.%d.%d", dialect.ErrInvalidConfig, s.version, min[0], min[1], min[2])
+	if !versionAtLeast([3]int{major, minor, patch}, oldest) {
+		return s, fmt.Errorf("mysql: %w: server %s is older than %d.%d.%d", dialect.ErrInvalidConfig, s.version, oldest[0], oldest[1], oldest[2])
 	}
 	if !strings.Contains(s.sqlMode, "STRICT_TRANS_TABLES") && !strings.Contains(s.sqlMode, "STRICT_ALL_TABLES") {
 		return s, fmt.Errorf("mysql: %w: sql_mode %q is not strict; idem needs STRICT_TRANS_TABLES or STRICT_ALL_TABLES so no value is silently truncated", dialect.ErrInvalidConfig, s.sqlMode)
@@ -182,10 +182,10 @@ func parseVersion(v string) (major, minor, patch int) {
 	return nums[0], nums[1], nums[2]
 }
 
-func versionAtLeast(v, min [3]int) bool {
+func versionAtLeast(v, oldest [3]int) bool {
 	for i := range v {
-		if v[i] != min[i] {
-			return v[i] > min[i]
+		if v[i] != oldest[i] {
+			return v[i] > oldest[i]
 		}
 	}
 	return true

@@ -23,7 +23,7 @@ func NewDialect() *Dialect { return &Dialect{stmts: dialect.NewStatements(newSta
 // Name returns "postgres".
 func (*Dialect) Name() string { return "postgres" }
 
-// Capabilities: row-level locks, so a loser waits on the key only.
+// Capabilities reports row-level locks: a loser waits on the key only.
 func (*Dialect) Capabilities() dialect.Capabilities { return dialect.Capabilities{} }
 
 // Schema returns the versioned DDL (migrations/*.sql).

@@ -23,7 +23,7 @@ func NewDialect() *Dialect { return &Dialect{stmts: dialect.NewStatements(newSta
 // Name returns "sqlite".
 func (*Dialect) Name() string { return "sqlite" }
 
-// Capabilities: writers wait on the whole database.
+// Capabilities reports that writers wait on the whole database.
 func (*Dialect) Capabilities() dialect.Capabilities {
 	return dialect.Capabilities{DatabaseWriteLock: true}
 }

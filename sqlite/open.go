@@ -118,12 +118,12 @@ func checkSharedMemory(ctx context.Context, db *sql.DB) error {
 	if _, err := a.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return fmt.Errorf("sqlite: probe in-memory database: %w", err)
 	}
-	defer a.ExecContext(ctx, "ROLLBACK")
+	defer func() { _, _ = a.ExecContext(ctx, "ROLLBACK") }()
 	if _, err := b.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
 		return err
 	}
 	if _, err := b.ExecContext(ctx, "BEGIN IMMEDIATE"); err == nil {
-		b.ExecContext(ctx, "ROLLBACK")
+		_, _ = b.ExecContext(ctx, "ROLLBACK")
 		return ErrPrivateMemory
 	}
 	return nil

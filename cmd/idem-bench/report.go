@@ -44,7 +44,6 @@ type summary struct {
 	errors     int64
 	firstErr   error
 	outcomes   [5]int64
-	onWire     bool
 }
 
 func median[T int64 | float64 | time.Duration](v []T) T {

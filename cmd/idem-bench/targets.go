@@ -592,7 +592,7 @@ func newSQLiteTarget(dir string, conns int) (*target, error) {
 	keys, orders := tableNames("bench_sqlite")
 	t := &target{name: "sqlite", family: "sqlite", wire: w, keys: keys, orders: orders,
 		server: fmt.Sprintf("SQLite %s (modernc.org/sqlite), journal_mode=%s, synchronous=%d, %d connection(s), file in %s", version, journal, synchronous, conns, dir),
-		close:  func() { db.Close(); os.RemoveAll(dir) }}
+		close:  func() { db.Close(); _ = os.RemoveAll(dir) }}
 	exec := func(ctx context.Context, s string) error { _, err := db.ExecContext(ctx, s); return err }
 	if err := sqlTarget(ctx, t, db, `INSERT INTO `+orders+` (customer, item_id) VALUES (?, ?)`, sqliteFloor, exec, sqliteSchema); err != nil {
 		db.Close()

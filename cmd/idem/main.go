@@ -162,7 +162,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, isTermina
 		if err != nil {
 			return fail(ctx, stderr, c.name, err)
 		}
-		defer t.Close()
+		defer func() { _ = t.Close() }()
 		e.target = t
 	}
 	if err := runCmd(ctx, e); err != nil {

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/conformance"
+	"github.com/idemkit/idem/dialect"
 	"github.com/idemkit/idem/idemhttp"
 )
 
@@ -50,22 +52,55 @@ func testInFlight[TTx any](t *testing.T, b conformance.Backend[TTx]) {
 	e.expectRows(key, 1, 1, 1)
 }
 
+// testConcurrent: eight requests with one key at once. The first handler
+// to run holds its transaction open until the seven others are waiting
+// inside their claims (an Observer on the store's driver sees them), then a
+// little longer; every one of them must then replay its answer, after it
+// committed: one effect, one original answer, seven replays, no 409.
 func testConcurrent[TTx any](t *testing.T, b conformance.Backend[TTx]) {
 	const n = 8
-	e := setup(t, b, options[TTx]{store: idem.Config{MaxAttempts: 20}})
+	const hold = 150 * time.Millisecond
+	obs := conformance.NewObserver()
+	var (
+		first   atomic.Bool
+		waits   []conformance.Wait
+		gateErr error
+		release time.Time
+	)
+	e := setup(t, b, options[TTx]{
+		store:  idem.Config{MaxAttempts: 20},
+		driver: func(d dialect.Driver[TTx]) dialect.Driver[TTx] { return conformance.Observe(d, obs) },
+		handler: func(e *env[TTx], w http.ResponseWriter, r *http.Request) {
+			if first.CompareAndSwap(false, true) {
+				waits, gateErr = obs.AwaitWaiting(n-1, 30*time.Second)
+				if gateErr == nil {
+					time.Sleep(hold)
+					gateErr = obs.StillWaiting(waits)
+				}
+				release = time.Now()
+			}
+			e.order(w, r)
+		},
+	})
 	const key = "concurrent-1"
 	start := make(chan struct{})
 	results := make([]response, n)
+	ends := make([]time.Time, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			results[i] = e.send(call{key: key, body: "x"})
+			results[i] = e.send(call{key: key, body: "x", ctx: conformance.AsClient(e.Ctx, i)})
+			ends[i] = time.Now()
 		})
 	}
 	close(start)
 	wg.Wait()
+	if gateErr != nil {
+		e.Fatalf(key, "%v", gateErr)
+	}
 	var original []byte
+	replays := 0
 	for i, r := range results {
 		switch {
 		case r.status == http.StatusCreated && r.header.Get(idemhttp.HeaderReplayed) == "":
@@ -73,15 +108,25 @@ func testConcurrent[TTx any](t *testing.T, b conformance.Backend[TTx]) {
 				e.Fatalf(key, "two original answers: %q and %q", original, r.body)
 			}
 			original = r.body
-		case r.status == http.StatusCreated, r.status == http.StatusConflict:
+		case r.status == http.StatusCreated:
+			replays++
+			if ends[i].Before(release) {
+				e.Fatalf(key, "request %d replayed %v before the first one let go", i, release.Sub(ends[i]))
+			}
 		default:
-			e.Fatalf(key, "request %d: %d %s, want 201 or 409", i, r.status, r.body)
+			e.Fatalf(key, "request %d: %d %s, want 201 (the original, or a replay of it after waiting)", i, r.status, r.body)
 		}
 	}
+	if replays != n-1 {
+		e.Fatalf(key, "%d replays, want %d", replays, n-1)
+	}
 	for i, r := range results {
-		if r.status == http.StatusCreated && !bytes.Equal(r.body, original) {
+		if !bytes.Equal(r.body, original) {
 			e.Fatalf(key, "request %d got %q, want the original %q", i, r.body, original)
 		}
+	}
+	if err := obs.CheckRetries(waits); err != nil {
+		e.Fatalf(key, "%v", err)
 	}
 	e.expectRows(key, 1, 1, 1)
 }

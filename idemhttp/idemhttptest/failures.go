@@ -22,9 +22,13 @@ func testBodyTooLarge[TTx any](t *testing.T, b conformance.Backend[TTx]) {
 	e.expectProblem("big-2", e.send(call{key: "big-2", body: big, unsized: true}), http.StatusRequestEntityTooLarge, "body-too-large")
 	e.expectRows("big", 0, 0, 0)
 	if r := e.send(call{key: "big-3", body: big[:64], unsized: true}); r.status != http.StatusCreated {
-		e.Fatalf("big-3", "body of exactly the limit: %d %s, want 201", r.status, r.body)
+		e.Fatalf("big-3", "body of exactly the limit, length unknown: %d %s, want 201", r.status, r.body)
 	}
 	e.expectRows("big-3", 1, 1, 1)
+	if r := e.send(call{key: "big-4", body: big[:64]}); r.status != http.StatusCreated {
+		e.Fatalf("big-4", "body of exactly the limit, length given: %d %s, want 201", r.status, r.body)
+	}
+	e.expectRows("big-4", 2, 2, 2)
 }
 
 func testServerError[TTx any](t *testing.T, b conformance.Backend[TTx]) {

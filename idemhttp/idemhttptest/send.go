@@ -2,6 +2,7 @@ package idemhttptest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -31,6 +32,9 @@ type call struct {
 	host      string   // default example.com
 	body      string
 	unsized   bool // send the body with unknown length
+	// ctx is the request's context; default the case's (an Observer's
+	// client number travels in it).
+	ctx context.Context
 }
 
 func (e *env[TTx]) send(c call) response {
@@ -48,7 +52,11 @@ func (e *env[TTx]) send(c call) response {
 	if c.unsized {
 		body = io.MultiReader(body) // hides the length
 	}
-	req := httptest.NewRequestWithContext(e.Ctx, c.method, c.path, body)
+	ctx := c.ctx
+	if ctx == nil {
+		ctx = e.Ctx
+	}
+	req := httptest.NewRequestWithContext(ctx, c.method, c.path, body)
 	if c.unsized {
 		req.ContentLength = -1
 	}

@@ -123,6 +123,10 @@ type server struct {
 	// the variable optionalEnv says "true".
 	requiredDocker bool
 	optionalEnv    string
+	// ensure reports why image cannot be used ("" when it can) and
+	// whether that is because no Docker engine answers; nil means
+	// ensureImage. Tests replace it.
+	ensure func(image string) (reason string, noDocker bool)
 
 	mu          sync.Mutex
 	started     bool
@@ -258,7 +262,11 @@ func (s *server) launch() {
 	if image == "" {
 		image = s.defaultImage
 	}
-	if reason, noDocker := ensureImage(image); reason != "" {
+	ensure := s.ensure
+	if ensure == nil {
+		ensure = ensureImage
+	}
+	if reason, noDocker := ensure(image); reason != "" {
 		s.unavailable, s.noDocker = reason, noDocker
 		return
 	}
@@ -327,7 +335,7 @@ func ensureImage(image string) (reason string, noDocker bool) {
 	if err != nil {
 		return fmt.Sprintf("no usable Docker engine (DOCKER_HOST unset or unreachable, no Docker socket found; testcontainers: %v)", err), true
 	}
-	defer cli.Close()
+	defer func() { _ = cli.Close() }()
 
 	_, err = cli.ImageInspect(ctx, image)
 	if err == nil {
@@ -356,7 +364,7 @@ func pingDockerHost(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer cli.Close()
+	defer func() { _ = cli.Close() }()
 	_, err = cli.Ping(ctx, client.PingOptions{})
 	return err
 }

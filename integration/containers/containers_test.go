@@ -3,11 +3,9 @@ package containers_test
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -98,60 +96,6 @@ func TestContainersMySQL(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%s: version %s", redact(dsn), version)
-}
-
-// TestContainersShared checks that concurrent callers share one server.
-func TestContainersShared(t *testing.T) {
-	t.Parallel()
-	for _, get := range []func(testing.TB) string{containers.Postgres, containers.MySQL} {
-		var wg sync.WaitGroup
-		recs := make([]*recorder, 4)
-		dsns := make([]string, len(recs))
-		for i := range recs {
-			recs[i] = &recorder{TB: t}
-			wg.Go(func() {
-				// Only the test's goroutine may call t.Skip or t.Fatal.
-				defer func() {
-					if r := recover(); r != nil && r != errStop {
-						panic(r)
-					}
-				}()
-				dsns[i] = get(recs[i])
-			})
-		}
-		wg.Wait()
-		for i, r := range recs {
-			switch {
-			case r.fatal != "":
-				t.Fatalf("caller %d: %s", i, r.fatal)
-			case r.skip != "":
-				t.Skip(r.skip)
-			case dsns[i] != dsns[0]:
-				t.Errorf("caller %d got %q, caller 0 %q", i, redact(dsns[i]), redact(dsns[0]))
-			}
-		}
-	}
-}
-
-var errStop = errors.New("stopped")
-
-// recorder is a testing.TB for goroutines: it records Fatalf and Skipf and
-// stops the goroutine instead of the test.
-type recorder struct {
-	testing.TB
-	fatal, skip string
-}
-
-func (r *recorder) Helper() {}
-
-func (r *recorder) Fatalf(format string, args ...any) {
-	r.fatal = fmt.Sprintf(format, args...)
-	panic(errStop)
-}
-
-func (r *recorder) Skipf(format string, args ...any) {
-	r.skip = fmt.Sprintf(format, args...)
-	panic(errStop)
 }
 
 // redact hides the password of a DSN in test logs.

@@ -3,6 +3,7 @@ package migrationtools_test
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -57,6 +58,38 @@ type sqlDriver struct {
 	db *sql.DB
 	// path is the SQLite file.
 	path string
+}
+
+// beginReadOnly begins a transaction on d's database that refuses writes:
+// READ ONLY on a server, the query_only pragma on a connection of its own
+// (dropped afterwards) on SQLite.
+func beginReadOnly(t *testing.T, d *sqlDriver) *sql.Tx {
+	t.Helper()
+	if d.path == "" {
+		tx, err := d.db.BeginTx(t.Context(), &sql.TxOptions{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tx.Rollback() })
+		return tx
+	}
+	conn, err := d.db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := conn.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = tx.Rollback()
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		conn.Close()
+	})
+	if _, err := tx.ExecContext(t.Context(), "PRAGMA query_only = ON"); err != nil {
+		t.Fatal(err)
+	}
+	return tx
 }
 
 var shared sync.Map // DSN -> *sql.DB, one pool per server for the whole binary
@@ -304,6 +337,9 @@ func TestConformanceOnToolMigratedTables(t *testing.T) {
 					Name:         b.name + "/" + string(tl.format),
 					Open:         func(t *testing.T) dialect.Driver[*sql.Tx] { return b.open(t) },
 					InsertLegacy: b.insertLegacy,
+					BeginReadOnly: func(t *testing.T, d dialect.Driver[*sql.Tx]) *sql.Tx {
+						return beginReadOnly(t, d.(*sqlDriver))
+					},
 					Migrate: func(t *testing.T, d dialect.Driver[*sql.Tx], table string) {
 						tl.up(t, b, d.(*sqlDriver), table)
 					},

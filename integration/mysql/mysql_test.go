@@ -72,7 +72,11 @@ func TestConformance(t *testing.T) {
 				Open: func(t *testing.T) dialect.Driver[*sql.Tx] {
 					return newDriver(t, v.params, mysql.Options{Isolation: v.level})
 				},
-				InsertLegacy: insertLegacy,
+				InsertLegacy:  insertLegacy,
+				BeginReadOnly: func(t *testing.T, _ dialect.Driver[*sql.Tx]) *sql.Tx { return beginReadOnly(t, v.params) },
+				BreakCommit: func(t *testing.T) conformance.CommitBreaker[*sql.Tx] {
+					return commitBreaker(t, v.params, mysql.Options{Isolation: v.level})
+				},
 			})
 		})
 	}

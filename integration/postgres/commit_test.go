@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/conformance"
 	"github.com/idemkit/idem/dialect"
 	"github.com/idemkit/idem/integration/containers"
 	"github.com/idemkit/idem/postgres"
@@ -81,27 +82,8 @@ func (c *cutConn) Write(b []byte) (int, error) {
 func TestCommitOutcomeUnknown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cfg, err := pgxpool.ParseConfig(containers.Postgres(t))
-	if err != nil {
-		t.Fatal(err)
-	}
 	cut := &cutter{}
-	var dialer net.Dialer
-	cfg.ConnConfig.TLSConfig = nil // the cutter reads the plain protocol
-	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := dialer.DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return &cutConn{Conn: c, c: cut}, nil
-	}
-	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
-	cfg.MaxConns = 4
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := cutPool(ctx, t, cut, 4)
 	db := stdlib.OpenDBFromPool(pool)
 	t.Cleanup(func() { db.Close() })
 
@@ -128,6 +110,50 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 			t.Run("pgx", func(t *testing.T) { commitUnknown(ctx, t, pgxDriver, cut, mode.stall) })
 			t.Run("database-sql", func(t *testing.T) { commitUnknown(ctx, t, sqlDriver, cut, mode.stall) })
 		})
+	}
+}
+
+// cutPool returns a pool on the test server whose connections go through
+// cut, closed when t ends.
+func cutPool(ctx context.Context, t *testing.T, cut *cutter, maxConns int32) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(containers.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dialer net.Dialer
+	cfg.ConnConfig.TLSConfig = nil // the cutter reads the plain protocol
+	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dialer.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &cutConn{Conn: c, c: cut}, nil
+	}
+	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	cfg.MaxConns = maxConns
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// commitBreaker is a conformance.CommitBreaker on a pool of its own: the
+// next COMMIT sent after Arm loses its answer (the connection closes once
+// the COMMIT left).
+func commitBreaker[TTx any](t *testing.T, driver func(*pgxpool.Pool) (dialect.Driver[TTx], error)) conformance.CommitBreaker[TTx] {
+	t.Helper()
+	cut := &cutter{}
+	d, err := driver(cutPool(t.Context(), t, cut, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conformance.CommitBreaker[TTx]{
+		Driver: d,
+		Arm:    func() { cut.armed.Store(true) },
+		Broken: func() int { return int(cut.cuts.Load()) },
 	}
 }
 

@@ -77,6 +77,20 @@ func TestConformancePgx(t *testing.T) {
 					return d
 				},
 				InsertLegacy: insertLegacy,
+				BeginReadOnly: func(t *testing.T, _ dialect.Driver[pgx.Tx]) pgx.Tx {
+					pool, _ := connect(t)
+					tx, err := pool.BeginTx(t.Context(), pgx.TxOptions{AccessMode: pgx.ReadOnly})
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+					return tx
+				},
+				BreakCommit: func(t *testing.T) conformance.CommitBreaker[pgx.Tx] {
+					return commitBreaker(t, func(pool *pgxpool.Pool) (dialect.Driver[pgx.Tx], error) {
+						return postgres.New(t.Context(), pool, postgres.Options{Isolation: l.level})
+					})
+				},
 			})
 		})
 	}
@@ -96,6 +110,22 @@ func TestConformanceDatabaseSQL(t *testing.T) {
 					return d
 				},
 				InsertLegacy: insertLegacy,
+				BeginReadOnly: func(t *testing.T, _ dialect.Driver[*sql.Tx]) *sql.Tx {
+					_, db := connect(t)
+					tx, err := db.BeginTx(t.Context(), &sql.TxOptions{ReadOnly: true})
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { _ = tx.Rollback() })
+					return tx
+				},
+				BreakCommit: func(t *testing.T) conformance.CommitBreaker[*sql.Tx] {
+					return commitBreaker(t, func(pool *pgxpool.Pool) (dialect.Driver[*sql.Tx], error) {
+						db := stdlib.OpenDBFromPool(pool)
+						t.Cleanup(func() { db.Close() })
+						return postgres.NewSQL(t.Context(), db, postgres.Options{Isolation: l.level})
+					})
+				},
 			})
 		})
 	}
