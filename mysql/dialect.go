@@ -19,6 +19,10 @@ type Dialect struct {
 	perStatementWait bool
 	stmts            *dialect.Statements[statements]
 	bounds           sync.Map // boundKey -> *claimStatements
+
+	// causalLookups: a MariaDB Galera node; lookups wait until the node
+	// has applied what the cluster committed before them (galera.go).
+	causalLookups bool
 }
 
 var _ dialect.Dialect = (*Dialect)(nil)
@@ -120,9 +124,15 @@ func (d *Dialect) Complete(ctx context.Context, q dialect.Queryer, t dialect.Tab
 // columns next to the header and body.
 const packetOverhead = 4096
 
-// Lookup reads the live record with a plain (consistent) read.
+// Lookup reads the live record with a plain (consistent) read; on Galera a
+// causal one.
 func (d *Dialect) Lookup(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LookupArgs) (dialect.Record, bool, error) {
-	rec, expired, found, err := d.read(ctx, q, true, d.stmts.For(t).read, a.Scope, a.Key, clock(a.Now))
+	s := d.stmts.For(t)
+	stmt := s.read
+	if d.causalLookups {
+		stmt = s.causalRead
+	}
+	rec, expired, found, err := d.read(ctx, q, true, stmt, a.Scope, a.Key, clock(a.Now))
 	if err != nil || !found || expired {
 		return dialect.Record{}, false, err
 	}

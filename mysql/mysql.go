@@ -122,6 +122,7 @@ type server struct {
 	mariaDB          bool
 	maxAllowedPacket int64
 	sqlMode          string
+	galera           bool // a Galera cluster node (galera.go)
 }
 
 // New returns a driver on db after checking the server: its version, its
@@ -147,6 +148,7 @@ func New(ctx context.Context, db *sql.DB, opts Options) (*Driver, error) {
 	}
 	d := NewDialect(srv.maxAllowedPacket)
 	d.perStatementWait = srv.mariaDB
+	d.causalLookups = srv.mariaDB && srv.galera
 	return &Driver{db: db, level: opts.Isolation, pool: pool, dialect: d}, nil
 }
 
@@ -169,7 +171,8 @@ func inspect(ctx context.Context, db *sql.DB) (server, error) {
 	if !strings.Contains(s.sqlMode, "STRICT_TRANS_TABLES") && !strings.Contains(s.sqlMode, "STRICT_ALL_TABLES") {
 		return s, fmt.Errorf("mysql: %w: sql_mode %q is not strict; idem needs STRICT_TRANS_TABLES or STRICT_ALL_TABLES so no value is silently truncated", dialect.ErrInvalidConfig, s.sqlMode)
 	}
-	return s, nil
+	s.galera, err = onGalera(ctx, db)
+	return s, err
 }
 
 func parseVersion(v string) (major, minor, patch int) {

@@ -37,6 +37,7 @@ type statements struct {
 	claim       claimStatements
 	complete    string
 	read        string
+	causalRead  string // read, waiting for the Galera node to catch up
 	purgeSelect string
 	// purgeDeletes caches purgeDelete by size.
 	purgeDeletes sync.Map
@@ -141,7 +142,8 @@ WHERE scope = ? AND idem_key = ? AND expires_at <= ` + now,
 		complete: `UPDATE ` + n + ` SET status = ?, header = ?, body = ?, expires_at = ` + now + ` + INTERVAL ? MICROSECOND
 WHERE scope = ? AND idem_key = ? AND fingerprint = ? AND status IS NULL`,
 
-		read: read,
+		read:       read,
+		causalRead: causalPrefix + read,
 
 		// Arguments: now, limit.
 		purgeSelect: `SELECT scope, idem_key FROM ` + n + ` WHERE ` + expiredAt + `
