@@ -176,3 +176,19 @@ func TestCommitErrorClusters(t *testing.T) {
 		}
 	}
 }
+
+// On Galera a lookup's 1205 is the causal wait giving up, not a lock: the
+// node cannot answer, another may.
+func TestCausalReadError(t *testing.T) {
+	me := &mysqldriver.MySQLError{Number: 1205}
+	if err := causalReadError(me); !errors.Is(err, dialect.ErrUnavailable) || !errors.Is(err, me) {
+		t.Errorf("1205 from a causal lookup: %v, want ErrUnavailable wrapping it", err)
+	}
+	other := &mysqldriver.MySQLError{Number: 1047}
+	if err := causalReadError(other); err != error(other) {
+		t.Errorf("1047 from a causal lookup: %v, want it unchanged (Classify maps it)", err)
+	}
+	if causalReadError(nil) != nil {
+		t.Error("causalReadError(nil) is not nil")
+	}
+}

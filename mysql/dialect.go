@@ -133,6 +133,9 @@ func (d *Dialect) Lookup(ctx context.Context, q dialect.Queryer, t dialect.Table
 		stmt = s.causalRead
 	}
 	rec, expired, found, err := d.read(ctx, q, true, stmt, a.Scope, a.Key, clock(a.Now))
+	if d.causalLookups {
+		err = causalReadError(err)
+	}
 	if err != nil || !found || expired {
 		return dialect.Record{}, false, err
 	}

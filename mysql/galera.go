@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+
+	"github.com/idemkit/idem/dialect"
 )
 
 // On a MariaDB Galera cluster every node takes writes, and a node applies
@@ -20,6 +22,17 @@ import (
 
 // causalPrefix makes one statement a causal read on Galera.
 const causalPrefix = "SET STATEMENT wsrep_sync_wait=1 FOR "
+
+// causalReadError: a lookup takes no lock, so its 1205 (lock wait timeout)
+// is the causal wait giving up: the node is out of the primary component,
+// or could not catch up within repl.causal_read_timeout. Another node may
+// answer: ErrUnavailable.
+func causalReadError(err error) error {
+	if isNumber(err, erLockWaitTimeout) {
+		return dialect.Classified(dialect.ErrUnavailable, err)
+	}
+	return err
+}
 
 // onGalera reports whether the session runs on a Galera cluster node:
 // wsrep_on, with a provider loaded. Servers without Galera have neither
