@@ -23,6 +23,12 @@ type Dialect struct {
 	// causalLookups: a MariaDB Galera node; lookups wait until the node
 	// has applied what the cluster committed before them (galera.go).
 	causalLookups bool
+	// latestLockedReads: the claim's statements run with
+	// innodb_snapshot_isolation=OFF, so that a loser's locking read (and a
+	// takeover) acts on the latest committed record, as everywhere else,
+	// instead of failing with 1020 when the caller's transaction took its
+	// snapshot before the winner committed.
+	latestLockedReads bool
 }
 
 var _ dialect.Dialect = (*Dialect)(nil)

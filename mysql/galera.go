@@ -1,9 +1,6 @@
 package mysql
 
 import (
-	"context"
-	"database/sql"
-	"fmt"
 	"strings"
 
 	"github.com/idemkit/idem/dialect"
@@ -34,26 +31,9 @@ func causalReadError(err error) error {
 	return err
 }
 
-// onGalera reports whether the session runs on a Galera cluster node:
-// wsrep_on, with a provider loaded. Servers without Galera have neither
-// variable.
-func onGalera(ctx context.Context, db *sql.DB) (bool, error) {
-	rows, err := db.QueryContext(ctx, "SHOW VARIABLES WHERE Variable_name IN ('wsrep_on', 'wsrep_provider')")
-	if err != nil {
-		return false, fmt.Errorf("mysql: read wsrep settings: %w", err)
-	}
-	defer rows.Close()
-	vars := map[string]string{}
-	for rows.Next() {
-		var name, value string
-		if err := rows.Scan(&name, &value); err != nil {
-			return false, fmt.Errorf("mysql: read wsrep settings: %w", err)
-		}
-		vars[strings.ToLower(name)] = value
-	}
-	if err := rows.Err(); err != nil {
-		return false, fmt.Errorf("mysql: read wsrep settings: %w", err)
-	}
+// galeraNode reports, from the server's variables, whether the session runs
+// on a Galera cluster node: wsrep_on, with a provider loaded.
+func galeraNode(vars map[string]string) bool {
 	provider := strings.ToLower(vars["wsrep_provider"])
-	return strings.EqualFold(vars["wsrep_on"], "ON") && provider != "" && provider != "none", nil
+	return strings.EqualFold(vars["wsrep_on"], "ON") && provider != "" && provider != "none"
 }

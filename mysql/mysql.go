@@ -123,6 +123,11 @@ type server struct {
 	maxAllowedPacket int64
 	sqlMode          string
 	galera           bool // a Galera cluster node (galera.go)
+	// snapshotIsolation: the server has innodb_snapshot_isolation (MariaDB
+	// 10.6.18+, 10.11.8+, 11.x; ON by default from 11.6), under which a
+	// locking read of a row changed after the transaction's snapshot fails
+	// with 1020 instead of reading the latest version.
+	snapshotIsolation bool
 }
 
 // New returns a driver on db after checking the server: its version, its
@@ -149,6 +154,7 @@ func New(ctx context.Context, db *sql.DB, opts Options) (*Driver, error) {
 	d := NewDialect(srv.maxAllowedPacket)
 	d.perStatementWait = srv.mariaDB
 	d.causalLookups = srv.mariaDB && srv.galera
+	d.latestLockedReads = srv.mariaDB && srv.snapshotIsolation
 	return &Driver{db: db, level: opts.Isolation, pool: pool, dialect: d}, nil
 }
 
@@ -171,8 +177,13 @@ func inspect(ctx context.Context, db *sql.DB) (server, error) {
 	if !strings.Contains(s.sqlMode, "STRICT_TRANS_TABLES") && !strings.Contains(s.sqlMode, "STRICT_ALL_TABLES") {
 		return s, fmt.Errorf("mysql: %w: sql_mode %q is not strict; idem needs STRICT_TRANS_TABLES or STRICT_ALL_TABLES so no value is silently truncated", dialect.ErrInvalidConfig, s.sqlMode)
 	}
-	s.galera, err = onGalera(ctx, db)
-	return s, err
+	vars, err := serverVariables(ctx, db, "wsrep_on", "wsrep_provider", "innodb_snapshot_isolation")
+	if err != nil {
+		return s, err
+	}
+	s.galera = galeraNode(vars)
+	_, s.snapshotIsolation = vars["innodb_snapshot_isolation"]
+	return s, nil
 }
 
 func parseVersion(v string) (major, minor, patch int) {

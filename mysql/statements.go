@@ -81,14 +81,19 @@ type boundKey struct {
 }
 
 // bounded returns the claim statements of t, each running with
-// innodb_lock_wait_timeout set to seconds (MariaDB's SET STATEMENT), made
-// once per table and bound.
+// innodb_lock_wait_timeout set to seconds (MariaDB's SET STATEMENT), and
+// innodb_snapshot_isolation off where the server has it, made once per
+// table and bound.
 func (d *Dialect) bounded(t dialect.Table, s *statements, seconds int64) *claimStatements {
 	k := boundKey{t.Name(), seconds}
 	if c, ok := d.bounds.Load(k); ok {
 		return c.(*claimStatements)
 	}
-	prefix := "SET STATEMENT innodb_lock_wait_timeout=" + strconv.FormatInt(seconds, 10) + " FOR "
+	prefix := "SET STATEMENT innodb_lock_wait_timeout=" + strconv.FormatInt(seconds, 10)
+	if d.latestLockedReads {
+		prefix += ", innodb_snapshot_isolation=OFF"
+	}
+	prefix += " FOR "
 	c, _ := d.bounds.LoadOrStore(k, &claimStatements{
 		insert:      prefix + s.claim.insert,
 		lockingRead: prefix + s.claim.lockingRead,
