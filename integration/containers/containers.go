@@ -14,7 +14,7 @@
 // When a backend cannot be had (no DSN and no usable Docker engine, or the
 // image is neither present nor pullable) the test is skipped, unless
 // IDEM_REQUIRE names the backend (a comma-separated list such as
-// "postgres,mysql", or "all"): then it fails. A container that was found
+// "postgres,mysql,galera", or "all"): then it fails. A container that was found
 // but did not start fails the test either way.
 //
 // Since the containers outlive single tests, a package that uses them calls
