@@ -74,8 +74,8 @@ const (
 	// start; [DefaultMySQLImage] when unset.
 	EnvMySQLImage = "IDEM_MYSQL_IMAGE"
 	// EnvRequire names the variable listing the backends ("postgres",
-	// "mysql", or "all"), comma-separated, whose absence fails tests
-	// instead of skipping them.
+	// "mysql", "galera", or "all"), comma-separated, whose absence fails
+	// tests instead of skipping them.
 	EnvRequire = "IDEM_REQUIRE"
 )
 
