@@ -1,8 +1,14 @@
 # Targets a newcomer needs. The test command is scripts/test (the README's).
-.PHONY: test lint bench run fuzz mutate
+.PHONY: test matrix clusters lint bench run fuzz mutate
 
 test: ## all tests with -race; builds stand-in database images if no registry
 	./scripts/test
+
+matrix: ## the backend tests on PostgreSQL 15, 17, 18, MariaDB 10.11, 11.8 and MySQL 9.7 (stand-ins built when missing)
+	./scripts/matrix
+
+clusters: ## the Galera cluster and PostgreSQL failover suites alone (part of ./scripts/test too)
+	./scripts/test ./integration/galera/ ./integration/pgfailover/
 
 lint: ## gofmt, go vet and golangci-lint (.golangci.yml) on every module, the layering check
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)

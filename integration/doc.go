@@ -2,6 +2,8 @@
 // containers (github.com/testcontainers/testcontainers-go), in a module of
 // their own so that a service importing idem never gets testcontainers,
 // moby or containerd in its module graph. Package containers starts the
-// servers; the directories beside it run the conformance and HTTP suites,
-// and the backend-specific tests, on PostgreSQL and MySQL/MariaDB.
+// servers and clusters; the directories beside it run the conformance and
+// HTTP suites, and the backend-specific tests, on PostgreSQL and
+// MySQL/MariaDB (postgres, mysql), on a three-node MariaDB Galera cluster
+// (galera), and through a PostgreSQL failover (pgfailover).
 package integration

@@ -30,6 +30,26 @@ const (
 	erConnectionKilled    = 1927 // MariaDB
 )
 
+// Error numbers of clustered servers, and MySQL's idle disconnect.
+const (
+	erErrorDuringCommit    = 1180 // Galera: the write set could not be replicated (the node left the primary component)
+	erRollbackDuringCommit = 3101 // MySQL Group Replication: the transaction lost certification at COMMIT
+	erInteractionTimeout   = 4031 // MySQL 8.0.24+: the server closed an idle connection
+)
+
+// Error numbers of TiDB (MySQL and MariaDB use none in 8000-9999).
+const (
+	tidbForUpdateConflict = 8002 // a SELECT ... FOR UPDATE transaction met a write conflict; rolled back
+	tidbWriteConflict     = 8005 // optimistic transaction, write conflict; rolled back
+	tidbTxnRetryable      = 8022 // commit failed and was rolled back; retry the whole transaction
+	tidbSchemaChanged     = 8028 // a table the transaction used changed before COMMIT; rolled back
+	tidbPDTimeout         = 9001
+	tidbTiKVTimeout       = 9002
+	tidbTiKVBusy          = 9003
+	tidbRegionUnavailable = 9005
+	tidbTiKVWriteConflict = 9007 // write conflict found in TiKV; rolled back
+)
+
 // Classify maps *mysql.MySQLError numbers and the driver's packet limit to
 // the dialect meanings.
 func (*Dialect) Classify(err error) error {
@@ -51,7 +71,8 @@ func (*Dialect) Classify(err error) error {
 		return dialect.Classified(dialect.ErrUniqueViolation, err)
 	case erLockDeadlock:
 		return dialect.Classified(dialect.ErrDeadlock, err)
-	case erCheckRead:
+	case erCheckRead, erRollbackDuringCommit,
+		tidbForUpdateConflict, tidbWriteConflict, tidbTxnRetryable, tidbSchemaChanged, tidbTiKVWriteConflict:
 		return dialect.Classified(dialect.ErrSerialization, err)
 	case erLockWaitTimeout, erLockNowait:
 		return dialect.Classified(dialect.ErrLockTimeout, err)
@@ -61,7 +82,8 @@ func (*Dialect) Classify(err error) error {
 		return dialect.Classified(dialect.ErrTooLarge, err)
 	case erTruncatedWrongValue:
 		return dialect.Classified(dialect.ErrInvalidValue, err)
-	case erConCount, erUnknownCom, erServerShutdown, erConnectionKilled:
+	case erConCount, erUnknownCom, erServerShutdown, erConnectionKilled, erErrorDuringCommit, erInteractionTimeout,
+		tidbPDTimeout, tidbTiKVTimeout, tidbTiKVBusy, tidbRegionUnavailable:
 		return dialect.Classified(dialect.ErrUnavailable, err)
 	}
 	return err
@@ -74,12 +96,29 @@ func isNumber(err error, n uint16) bool {
 
 // commitError: a server error, or driver.ErrBadConn (nothing was sent), is
 // a known failure; any other error from COMMIT leaves the outcome unknown.
+// Two server errors mean something else at COMMIT:
+//
+//   - 1180 on Galera: the node left the primary component while it
+//     replicated the write set. The rest of the cluster may have received
+//     and committed it: the outcome is unknown.
+//   - 1062 on TiDB in optimistic mode, where uniqueness is checked at
+//     COMMIT: another transaction committed the key first and this one was
+//     rolled back. A retry meets that record and replays it.
 func commitError(err error) error {
 	if err == nil {
 		return nil
 	}
 	var me *mysqldriver.MySQLError
-	if errors.As(err, &me) || errors.Is(err, driver.ErrBadConn) || dialect.IsClassified(err) {
+	if errors.As(err, &me) {
+		switch me.Number {
+		case erErrorDuringCommit:
+			return dialect.Classified(dialect.ErrCommitUnknown, err)
+		case erDupEntry:
+			return dialect.Classified(dialect.ErrSerialization, err)
+		}
+		return err
+	}
+	if errors.Is(err, driver.ErrBadConn) || dialect.IsClassified(err) {
 		return err
 	}
 	return dialect.Classified(dialect.ErrCommitUnknown, err)

@@ -98,3 +98,97 @@ func TestParseVersion(t *testing.T) {
 		t.Error("versionAtLeast is wrong")
 	}
 }
+
+// The error numbers of clustered and distributed servers named in the
+// README's "Clusters and distributed SQL", each with its meaning, from any
+// statement but COMMIT.
+func TestClassifyClusterErrors(t *testing.T) {
+	d := NewDialect(0)
+	for _, tc := range []struct {
+		number uint16
+		server string
+		want   error
+	}{
+		{1213, "Galera: certification failure or brute-force abort", dialect.ErrDeadlock},
+		{1047, "Galera: node not in the primary component; Vitess: no such session", dialect.ErrUnavailable},
+		{1180, "Galera: write set not replicated", dialect.ErrUnavailable},
+		{3101, "MySQL Group Replication: rolled back at COMMIT", dialect.ErrSerialization},
+		{4031, "MySQL: idle connection closed by the server", dialect.ErrUnavailable},
+		{1205, "TiDB pessimistic lock wait", dialect.ErrLockTimeout},
+		{8002, "TiDB: SELECT FOR UPDATE write conflict", dialect.ErrSerialization},
+		{8005, "TiDB: write conflict", dialect.ErrSerialization},
+		{8022, "TiDB: commit failed, rolled back", dialect.ErrSerialization},
+		{8028, "TiDB: schema changed before COMMIT", dialect.ErrSerialization},
+		{9007, "TiDB: write conflict in TiKV", dialect.ErrSerialization},
+		{9001, "TiDB: PD timeout", dialect.ErrUnavailable},
+		{9002, "TiDB: TiKV timeout", dialect.ErrUnavailable},
+		{9003, "TiDB: TiKV busy", dialect.ErrUnavailable},
+		{9005, "TiDB: region unavailable", dialect.ErrUnavailable},
+		{1290, "a read-only node (Group Replication secondary, super_read_only)", dialect.ErrReadOnly},
+	} {
+		me := &mysqldriver.MySQLError{Number: tc.number}
+		if err := d.Classify(fmt.Errorf("wrapped: %w", me)); !errors.Is(err, tc.want) {
+			t.Errorf("error %d (%s): %v, want %v", tc.number, tc.server, err, tc.want)
+		}
+	}
+	// Numbers that carry no meaning idem could act on stay unclassified:
+	// Vitess reports vtgate and vttablet failures as 1105 and 1317 with
+	// the cause only in the text; TiDB 9006 (GC life time) is not cured by
+	// a retry.
+	for _, n := range []uint16{1105, 1317, 9006} {
+		me := &mysqldriver.MySQLError{Number: n}
+		if err := d.Classify(me); dialect.IsClassified(err) {
+			t.Errorf("error %d: %v, want it unclassified", n, err)
+		}
+	}
+}
+
+// At COMMIT some server errors mean an unknown outcome or a retryable
+// rollback rather than what they mean elsewhere.
+func TestCommitErrorClusters(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		number uint16
+		want   error // nil: returned as is, then classified as usual
+	}{
+		{"Galera certification failure: rolled back everywhere", 1213, nil},
+		{"Galera node left the primary component while replicating", 1180, dialect.ErrCommitUnknown},
+		{"TiDB optimistic uniqueness check at COMMIT", 1062, dialect.ErrSerialization},
+		{"Galera node not ready: nothing was replicated", 1047, nil},
+	} {
+		me := &mysqldriver.MySQLError{Number: tc.number}
+		err := commitError(me)
+		switch {
+		case tc.want == nil && err != error(me):
+			t.Errorf("%s (%d): %v, want the server error unchanged", tc.name, tc.number, err)
+		case tc.want != nil && !errors.Is(err, tc.want):
+			t.Errorf("%s (%d): %v, want %v", tc.name, tc.number, err, tc.want)
+		}
+		if !errors.Is(err, me) {
+			t.Errorf("%s: the server error is lost: %v", tc.name, err)
+		}
+	}
+	// Through Classify, as Do sees it: each is retried or reported as unknown.
+	d := NewDialect(0)
+	for n, want := range map[uint16]error{1213: dialect.ErrDeadlock, 1047: dialect.ErrUnavailable, 1062: dialect.ErrSerialization, 1180: dialect.ErrCommitUnknown} {
+		if err := d.Classify(commitError(&mysqldriver.MySQLError{Number: n})); !errors.Is(err, want) {
+			t.Errorf("COMMIT failing with %d, classified: %v, want %v", n, err, want)
+		}
+	}
+}
+
+// On Galera a lookup's 1205 is the causal wait giving up, not a lock: the
+// node cannot answer, another may.
+func TestCausalReadError(t *testing.T) {
+	me := &mysqldriver.MySQLError{Number: 1205}
+	if err := causalReadError(me); !errors.Is(err, dialect.ErrUnavailable) || !errors.Is(err, me) {
+		t.Errorf("1205 from a causal lookup: %v, want ErrUnavailable wrapping it", err)
+	}
+	other := &mysqldriver.MySQLError{Number: 1047}
+	if err := causalReadError(other); err != error(other) {
+		t.Errorf("1047 from a causal lookup: %v, want it unchanged (Classify maps it)", err)
+	}
+	if causalReadError(nil) != nil {
+		t.Error("causalReadError(nil) is not nil")
+	}
+}

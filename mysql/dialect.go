@@ -19,6 +19,16 @@ type Dialect struct {
 	perStatementWait bool
 	stmts            *dialect.Statements[statements]
 	bounds           sync.Map // boundKey -> *claimStatements
+
+	// causalLookups: a MariaDB Galera node; lookups wait until the node
+	// has applied what the cluster committed before them (galera.go).
+	causalLookups bool
+	// latestLockedReads: the claim's statements run with
+	// innodb_snapshot_isolation=OFF, so that a loser's locking read (and a
+	// takeover) acts on the latest committed record, as everywhere else,
+	// instead of failing with 1020 when the caller's transaction took its
+	// snapshot before the winner committed.
+	latestLockedReads bool
 }
 
 var _ dialect.Dialect = (*Dialect)(nil)
@@ -129,9 +139,18 @@ func (d *Dialect) fits(header, body []byte) error {
 // columns next to the header and body.
 const packetOverhead = 4096
 
-// Lookup reads the live record with a plain (consistent) read.
+// Lookup reads the live record with a plain (consistent) read; on Galera a
+// causal one.
 func (d *Dialect) Lookup(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LookupArgs) (dialect.Record, bool, error) {
-	rec, expired, found, err := d.read(ctx, q, true, d.stmts.For(t).read, a.Scope, a.Key, clock(a.Now))
+	s := d.stmts.For(t)
+	stmt := s.read
+	if d.causalLookups {
+		stmt = s.causalRead
+	}
+	rec, expired, found, err := d.read(ctx, q, true, stmt, a.Scope, a.Key, clock(a.Now))
+	if d.causalLookups {
+		err = causalReadError(err)
+	}
 	if err != nil || !found || expired {
 		return dialect.Record{}, false, err
 	}

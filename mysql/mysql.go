@@ -1,7 +1,8 @@
 // Package mysql is idem's MySQL and MariaDB backend, on
 // github.com/go-sql-driver/mysql through database/sql. It targets MySQL
-// 8.0/8.4 and MariaDB 10.11+ and uses only SQL both accept (no RETURNING;
-// LOCK IN SHARE MODE rather than FOR SHARE).
+// 8.0 and later and MariaDB 10.6 and later (tested: MySQL 9.7, MariaDB 10.11
+// and 11.8, a MariaDB 11.8 Galera cluster) and uses only SQL both accept (no
+// RETURNING; LOCK IN SHARE MODE rather than FOR SHARE).
 //
 // What InnoDB needs, and this package does:
 //
@@ -43,6 +44,16 @@
 //     max_allowed_packet is refused with ErrTooLarge before it is sent,
 //     instead of breaking the connection.
 //
+//   - MariaDB 11.6 and later run REPEATABLE READ with innodb_snapshot_isolation
+//     on, under which the loser's locking read fails (1020) when the winner
+//     committed after the transaction's snapshot. Where the server has the
+//     variable, the claim's statements turn it off for themselves, so the
+//     loser reads the latest record as above.
+//
+//   - On a MariaDB Galera node, lookups are causal reads (galera.go); the
+//     claim relies on certification: a conflict with another node's claim is
+//     1213 at COMMIT, which Do retries.
+//
 //   - Errors are classified by *mysql.MySQLError numbers, never by text.
 //
 //   - The dialect's statements are sent as text with their values written in
@@ -68,10 +79,11 @@
 // MySQL would silently truncate values, and servers older than MySQL 8.0.1
 // or MariaDB 10.6 (no SKIP LOCKED for purge).
 //
-// Files: mysql.go the driver and server checks, dialect.go the lifecycle's
-// statements, statements.go and migrations/ the SQL text, classify.go the
-// error numbers, inline.go literal values, prepared.go the pool's prepared
-// lookups.
+// Files: mysql.go the driver and server checks, variables.go the server
+// variables read there, dialect.go the lifecycle's statements, statements.go
+// and migrations/ the SQL text, classify.go the error numbers, galera.go
+// what changes on Galera, inline.go literal values, prepared.go the pool's
+// prepared lookups.
 package mysql
 
 import (
@@ -122,6 +134,12 @@ type server struct {
 	mariaDB          bool
 	maxAllowedPacket int64
 	sqlMode          string
+	galera           bool // a Galera cluster node (galera.go)
+	// snapshotIsolation: the server has innodb_snapshot_isolation (MariaDB
+	// 10.6.18+, 10.11.8+, 11.x; ON by default from 11.6), under which a
+	// locking read of a row changed after the transaction's snapshot fails
+	// with 1020 instead of reading the latest version.
+	snapshotIsolation bool
 }
 
 // New returns a driver on db after checking the server: its version, its
@@ -147,6 +165,8 @@ func New(ctx context.Context, db *sql.DB, opts Options) (*Driver, error) {
 	}
 	d := NewDialect(srv.maxAllowedPacket)
 	d.perStatementWait = srv.mariaDB
+	d.causalLookups = srv.mariaDB && srv.galera
+	d.latestLockedReads = srv.mariaDB && srv.snapshotIsolation
 	return &Driver{db: db, level: opts.Isolation, pool: pool, dialect: d}, nil
 }
 
@@ -169,6 +189,12 @@ func inspect(ctx context.Context, db *sql.DB) (server, error) {
 	if !strings.Contains(s.sqlMode, "STRICT_TRANS_TABLES") && !strings.Contains(s.sqlMode, "STRICT_ALL_TABLES") {
 		return s, fmt.Errorf("mysql: %w: sql_mode %q is not strict; idem needs STRICT_TRANS_TABLES or STRICT_ALL_TABLES so no value is silently truncated", dialect.ErrInvalidConfig, s.sqlMode)
 	}
+	vars, err := serverVariables(ctx, db, "wsrep_on", "wsrep_provider", "innodb_snapshot_isolation")
+	if err != nil {
+		return s, err
+	}
+	s.galera = galeraNode(vars)
+	_, s.snapshotIsolation = vars["innodb_snapshot_isolation"]
 	return s, nil
 }
 

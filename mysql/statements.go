@@ -44,6 +44,7 @@ type statements struct {
 	claim       claimStatements
 	complete    string
 	read        string
+	causalRead  string // read, waiting for the Galera node to catch up
 	purgeSelect string
 	// purgeDeletes caches purgeDelete by size.
 	purgeDeletes sync.Map
@@ -87,14 +88,19 @@ type boundKey struct {
 }
 
 // bounded returns the claim statements of t, each running with
-// innodb_lock_wait_timeout set to seconds (MariaDB's SET STATEMENT), made
-// once per table and bound.
+// innodb_lock_wait_timeout set to seconds (MariaDB's SET STATEMENT), and
+// innodb_snapshot_isolation off where the server has it, made once per
+// table and bound.
 func (d *Dialect) bounded(t dialect.Table, s *statements, seconds int64) *claimStatements {
 	k := boundKey{t.Name(), seconds}
 	if c, ok := d.bounds.Load(k); ok {
 		return c.(*claimStatements)
 	}
-	prefix := "SET STATEMENT innodb_lock_wait_timeout=" + strconv.FormatInt(seconds, 10) + " FOR "
+	prefix := "SET STATEMENT innodb_lock_wait_timeout=" + strconv.FormatInt(seconds, 10)
+	if d.latestLockedReads {
+		prefix += ", innodb_snapshot_isolation=OFF"
+	}
+	prefix += " FOR "
 	c, _ := d.bounds.LoadOrStore(k, &claimStatements{
 		insert:      prefix + s.claim.insert,
 		lockingRead: prefix + s.claim.lockingRead,
@@ -148,7 +154,8 @@ WHERE scope = ? AND idem_key = ? AND expires_at <= ` + now,
 		complete: `UPDATE ` + n + ` SET status = ?, header = ?, body = ?, expires_at = ` + now + ` + INTERVAL ? MICROSECOND
 WHERE scope = ? AND idem_key = ? AND fingerprint = ? AND status IS NULL`,
 
-		read: read,
+		read:       read,
+		causalRead: causalPrefix + read,
 
 		// Arguments: now, limit.
 		purgeSelect: `SELECT scope, idem_key FROM ` + n + ` WHERE ` + expiredAt + `

@@ -84,3 +84,53 @@ func TestLockTimeout(t *testing.T) {
 }
 
 func timeMillis(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
+
+// The SQLSTATEs of failover and of the distributed PostgreSQL-compatible
+// databases named in the README's "Clusters and distributed SQL", from any
+// statement but COMMIT.
+func TestClassifyClusterErrors(t *testing.T) {
+	d := NewDialect()
+	for _, tc := range []struct {
+		code   string
+		server string
+		want   error
+	}{
+		{"40001", "CockroachDB restart, YugabyteDB conflict, Aurora DSQL OC000/OC001", dialect.ErrSerialization},
+		{"40003", "CockroachDB: result ambiguous", dialect.ErrCommitUnknown},
+		{"40P01", "Citus or YugabyteDB distributed deadlock", dialect.ErrDeadlock},
+		{"57P01", "a primary shutting down for failover, a CockroachDB node draining", dialect.ErrUnavailable},
+		{"57P03", "a server starting up or in recovery", dialect.ErrUnavailable},
+		{"08006", "connection failure", dialect.ErrUnavailable},
+		{"25006", "a standby reached without target_session_attrs=read-write", dialect.ErrReadOnly},
+	} {
+		pe := &pgconn.PgError{Code: tc.code}
+		if err := d.Classify(fmt.Errorf("wrapped: %w", pe)); !errors.Is(err, tc.want) {
+			t.Errorf("SQLSTATE %s (%s): %v, want %v", tc.code, tc.server, err, tc.want)
+		}
+	}
+	// Feature errors are not cured by a retry: Citus refusing a key without
+	// the distribution column, Aurora DSQL or CockroachDB refusing a
+	// statement (0A000), a column they lack (42703, ctid in purge).
+	for _, code := range []string{"0A000", "42703"} {
+		if err := d.Classify(&pgconn.PgError{Code: code}); dialect.IsClassified(err) {
+			t.Errorf("SQLSTATE %s: %v, want it unclassified", code, err)
+		}
+	}
+}
+
+// At COMMIT a serialization failure (CockroachDB, YugabyteDB, Aurora DSQL
+// adjudicate there) is a known rollback that Do retries; CockroachDB's
+// ambiguous result is an unknown outcome.
+func TestCommitErrorClusters(t *testing.T) {
+	d := NewDialect()
+	for code, want := range map[string]error{"40001": dialect.ErrSerialization, "40P01": dialect.ErrDeadlock, "40003": dialect.ErrCommitUnknown} {
+		pe := &pgconn.PgError{Code: code}
+		err := d.Classify(commitError(pe))
+		if !errors.Is(err, want) || !errors.Is(err, pe) {
+			t.Errorf("COMMIT failing with %s: %v, want %v wrapping the server error", code, err, want)
+		}
+		if code != "40003" && errors.Is(err, dialect.ErrCommitUnknown) {
+			t.Errorf("COMMIT failing with %s is a known rollback, not an unknown outcome: %v", code, err)
+		}
+	}
+}

@@ -136,7 +136,7 @@ func exactlyOnce(t *testing.T, dsn string) {
 	const (
 		messages = 200
 		workers  = 4
-		crashAt  = 15 // the victim crashes at its 15th commit
+		crashAt  = 5 // the victim crashes at its 5th commit
 	)
 	natsURL := containers.NATS(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
@@ -216,6 +216,12 @@ func exactlyOnce(t *testing.T, dsn string) {
 			t.Fatal(err)
 		}
 		ws = append(ws, w)
+		if i == 0 {
+			// The others start once the victim has committed once: it
+			// holds a batch of ten by then, so it reaches its crash
+			// however the machine schedules the workers.
+			waitFor(t, 30*time.Second, "the victim's first commit", func() bool { return w.commits.Load() > 0 })
+		}
 	}
 	defer func() {
 		for _, w := range ws {
@@ -419,4 +425,16 @@ func freshMySQL(t *testing.T) string {
 	}
 	u := url.URL{Scheme: "mysql", User: url.UserPassword(cfg.User, cfg.Passwd), Host: cfg.Addr, Path: "/" + name}
 	return u.String()
+}
+
+// waitFor polls cond until it holds, failing t after limit.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not happen within %v", what, limit)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

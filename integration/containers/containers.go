@@ -16,7 +16,7 @@
 // When a backend cannot be had (no DSN and no usable Docker engine, or the
 // image is neither present nor pullable) the test is skipped, unless
 // IDEM_REQUIRE names the backend (a comma-separated list such as
-// "postgres,mysql,nats", or "all"): then it fails. A container that was found
+// "postgres,mysql,nats,galera", or "all"): then it fails. A container that was found
 // but did not start fails the test either way.
 //
 // Since the containers outlive single tests, a package that uses them calls
@@ -24,10 +24,17 @@
 //
 //	func TestMain(m *testing.M) { containers.Main(m) }
 //
-// Every container started here carries the label [Label], so strays left by
-// a killed test binary can be found and removed with
+// Clusters: [Galera] starts a three-node MariaDB Galera cluster, shared by
+// the test binary like the servers above; [StartPostgresReplication] starts
+// a PostgreSQL primary with a streaming standby for one test, which may kill
+// the primary and promote the standby. Each cluster runs on Docker networks
+// of its own.
+//
+// Every container and network started here carries the label [Label], so
+// strays left by a killed test binary can be found and removed with
 //
 //	docker rm -f $(docker ps -aq --filter label=org.idemkit.idem.test)
+//	docker network rm $(docker network ls -q --filter label=org.idemkit.idem.test)
 package containers
 
 import (
@@ -69,7 +76,7 @@ const (
 	// start; [DefaultMySQLImage] when unset.
 	EnvMySQLImage = "IDEM_MYSQL_IMAGE"
 	// EnvRequire names the variable listing the backends ("postgres",
-	// "mysql", "nats", or "all"), comma-separated, whose absence fails
+	// "mysql", "nats", "galera", or "all"), comma-separated, whose absence fails
 	// tests instead of skipping them.
 	EnvRequire = "IDEM_REQUIRE"
 )
@@ -84,8 +91,9 @@ const (
 	DefaultMySQLImage = "mysql:8.4"
 )
 
-// Label is the key of the Docker label set on every container this package
-// starts; its value is the backend, "postgres", "mysql" or "nats".
+// Label is the key of the Docker label set on every container and network
+// this package starts; its value is the backend or cluster: "postgres",
+// "mysql", "nats", "galera", "postgres-replication".
 const Label = "org.idemkit.idem.test"
 
 // Credentials of the servers started here.
@@ -190,12 +198,13 @@ func MySQL(tb testing.TB) string {
 	return mysqlServer.dsnFor(tb)
 }
 
-// Terminate stops and removes every container this test binary started and
-// returns the errors met doing so. Later calls to [Postgres] or [MySQL] that
-// would need a container fail. Call it after m.Run in TestMain (see [Main]):
-// with Ryuk disabled nothing else removes the containers.
+// Terminate stops and removes every container this test binary started
+// (and the Galera cluster's networks) and returns the errors met doing so.
+// Later calls to [Postgres], [MySQL] or [Galera] that would need a container
+// fail. Call it after m.Run in TestMain (see [Main]): with Ryuk disabled
+// nothing else removes the containers.
 func Terminate() error {
-	return errors.Join(postgresServer.terminate(), mysqlServer.terminate(), natsServer.terminate())
+	return errors.Join(postgresServer.terminate(), mysqlServer.terminate(), natsServer.terminate(), terminateGalera())
 }
 
 // Main runs the tests of m, calls [Terminate], reports its error on stderr,
