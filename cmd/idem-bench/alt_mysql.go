@@ -86,8 +86,12 @@ func myClock(now time.Time) any {
 	return now.UnixMicro()
 }
 
-// Claim reads the key with a locking read.
+// Claim reads the key with a locking read (in a caller's transaction:
+// claims the library's way).
 func (d *mariadbLock) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ClaimArgs) (dialect.ClaimResult, error) {
+	if !ownedByCore(q) {
+		return d.Dialect.Claim(ctx, q, t, a)
+	}
 	stmt, err := inlineValues("SET STATEMENT innodb_lock_wait_timeout="+myLockWait(a.WaitBound)+" FOR "+d.stmts.For(t).read,
 		[]any{myClock(a.Now), a.Scope, a.Key})
 	if err != nil {
@@ -133,6 +137,9 @@ func (d *mariadbLock) Claim(ctx context.Context, q dialect.Queryer, t dialect.Ta
 // instead (another claimer's, after a race the gap lock did not prevent)
 // as a serialization failure, so that Do retries and replays it.
 func (d *mariadbLock) Complete(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.CompleteArgs) error {
+	if !ownedByCore(q) {
+		return d.Dialect.Complete(ctx, q, t, a)
+	}
 	now := myClock(a.Now)
 	stmt, err := inlineValues(d.stmts.For(t).upsert,
 		[]any{a.Scope, a.Key, a.Fingerprint, a.Status, a.Header, a.Body, now, now, a.Retention.Microseconds()})

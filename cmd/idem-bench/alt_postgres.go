@@ -24,6 +24,8 @@ type pgAltSQL struct {
 	// lock takes a transaction-scoped advisory lock on the key, with
 	// lock_timeout set to the wait bound ($3) and the caller's saved.
 	lock string
+	// restore puts the caller's lock_timeout back after lock.
+	restore string
 	// upsert writes the completed record: a new one, or over an expired
 	// one (a takeover); it changes nothing when a live record is there.
 	// guarded is the same, made to fail when it wrote nothing, so that a
@@ -67,6 +69,7 @@ LEFT JOIN ` + n + ` r ON r.scope = $1 AND r.idem_key = $2`,
 FROM (SELECT set_config('lock_timeout', $3, true)
 	FROM (SELECT set_config('idem.saved_lock_timeout', current_setting('lock_timeout'), true) OFFSET 0) saved
 	OFFSET 0) bounded`,
+		restore: `SELECT set_config('lock_timeout', current_setting('idem.saved_lock_timeout'), true)`,
 		upsert:  upsert,
 		guarded: `WITH done AS (` + upsert + ` RETURNING 1) SELECT 1 / count(*) FROM done`,
 	}
@@ -168,6 +171,19 @@ func (d *pgPeek) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table, 
 	return d.Dialect.Claim(ctx, q, t, a)
 }
 
+// ownedByCore reports whether q is a transaction the core began (Store.Do,
+// which always completes its claim or rolls back), not a caller's
+// transaction (Store.Claim, which may commit a claim it never completes).
+// The lock alternatives decide without writing only in the first: a
+// caller's transaction gets the library's pending record, so that a claim
+// committed without its completion stays in flight. In the library this
+// would be a field of dialect.ClaimArgs and CompleteArgs set by Do; here a
+// transaction of the core is told by its Commit method.
+func ownedByCore(q dialect.Queryer) bool {
+	_, ok := q.(interface{ Commit(context.Context) error })
+	return ok
+}
+
 // pgLock decides the winner under a transaction-scoped advisory lock on
 // the key, without writing: the lock (lock_timeout bounds the wait) and a
 // read of the record go with BEGIN in one round trip. No live record: the
@@ -192,9 +208,19 @@ func newPgLock() *pgLock {
 	return &pgLock{Dialect: postgres.NewDialect(), stmts: dialect.NewStatements(newPgAltSQL)}
 }
 
-// Claim locks the key and reads its record.
+// Claim locks the key and reads its record. In a caller's transaction it
+// locks the key, then claims the library's way.
 func (d *pgLock) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ClaimArgs) (dialect.ClaimResult, error) {
 	s := d.stmts.For(t)
+	if !ownedByCore(q) {
+		err := dialect.Pipeline(ctx, q,
+			dialect.Statement{SQL: s.lock, Args: []any{a.Scope, a.Key, pgLockTimeout(a.WaitBound)}, Affected: func(int64) error { return nil }},
+			dialect.Statement{SQL: s.restore, Affected: func(int64) error { return nil }})
+		if err != nil {
+			return dialect.ClaimResult{}, err
+		}
+		return d.Dialect.Claim(ctx, q, t, a)
+	}
 	var (
 		found, expired bool
 		rec            dialect.Record
@@ -218,6 +244,9 @@ func (d *pgLock) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table, 
 // Complete writes the completed record, with COMMIT where the transaction
 // can send it so.
 func (d *pgLock) Complete(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.CompleteArgs) error {
+	if !ownedByCore(q) {
+		return d.Dialect.Complete(ctx, q, t, a)
+	}
 	s := d.stmts.For(t)
 	args := []any{a.Status, a.Header, a.Body, a.Scope, a.Key, a.Fingerprint, pgClock(a.Now), a.Retention.Microseconds()}
 	if dialect.DeferToCommit(q, dialect.Statement{SQL: s.guarded, Args: args}) {

@@ -38,8 +38,12 @@ WHERE r.expires_at <= excluded.created_at`
 	})}
 }
 
-// Claim reads the live record under the write lock.
+// Claim reads the live record under the write lock (in a caller's
+// transaction: claims the library's way).
 func (d *sqliteLock) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ClaimArgs) (dialect.ClaimResult, error) {
+	if !ownedByCore(q) {
+		return d.Dialect.Claim(ctx, q, t, a)
+	}
 	rec, found, err := d.Lookup(ctx, q, t, dialect.LookupArgs{Scope: a.Scope, Key: a.Key, Now: a.Now})
 	if err != nil {
 		return dialect.ClaimResult{}, err
@@ -52,6 +56,9 @@ func (d *sqliteLock) Claim(ctx context.Context, q dialect.Queryer, t dialect.Tab
 
 // Complete writes the completed record.
 func (d *sqliteLock) Complete(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.CompleteArgs) error {
+	if !ownedByCore(q) {
+		return d.Dialect.Complete(ctx, q, t, a)
+	}
 	var now any
 	if !a.Now.IsZero() {
 		now = a.Now.UnixMicro()

@@ -15,7 +15,7 @@ import (
 // in each direction, so a round trip takes about 2×delay longer. Chunks keep
 // their order and are delayed from when they arrived, not one after
 // another, so a pipeline of messages is delayed once, as on a real link.
-// It is bounded: at most maxConns connections, at most 256 chunks queued
+// It is bounded: at most maxConns client connections, at most 256 chunks queued
 // per direction (then the sender waits, as TCP flow control makes it), and
 // Close ends every connection.
 type delayProxy struct {
@@ -24,10 +24,11 @@ type delayProxy struct {
 	delay    time.Duration
 	maxConns int
 
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
-	wg     sync.WaitGroup
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{}
+	clients int
+	closed  bool
+	wg      sync.WaitGroup
 }
 
 // startDelayProxy listens on 127.0.0.1 and forwards to upstream, which
@@ -53,20 +54,27 @@ func (p *delayProxy) String() string {
 	return fmt.Sprintf("delaying proxy %s -> %s, +%v each way", p.Addr(), p.upstream, p.delay)
 }
 
-// track registers c, refusing when the proxy is closed or full.
-func (p *delayProxy) track(c net.Conn) bool {
+// track registers c, refusing when the proxy is closed or, for a client,
+// when maxConns clients are connected.
+func (p *delayProxy) track(c net.Conn, client bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed || len(p.conns) >= p.maxConns {
+	if p.closed || client && p.clients >= p.maxConns {
 		return false
 	}
 	p.conns[c] = struct{}{}
+	if client {
+		p.clients++
+	}
 	return true
 }
 
-func (p *delayProxy) untrack(c net.Conn) {
+func (p *delayProxy) untrack(c net.Conn, client bool) {
 	p.mu.Lock()
 	delete(p.conns, c)
+	if client {
+		p.clients--
+	}
 	p.mu.Unlock()
 	c.Close()
 }
@@ -78,7 +86,7 @@ func (p *delayProxy) accept() {
 		if err != nil {
 			return // closed
 		}
-		if !p.track(c) {
+		if !p.track(c, true) {
 			c.Close()
 			continue
 		}
@@ -89,18 +97,18 @@ func (p *delayProxy) accept() {
 
 func (p *delayProxy) serve(client net.Conn) {
 	defer p.wg.Done()
-	defer p.untrack(client)
+	defer p.untrack(client, true)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	up, err := dialLoopback(ctx, "tcp", p.upstream)
 	cancel()
 	if err != nil {
 		return
 	}
-	if !p.track(up) {
+	if !p.track(up, false) {
 		up.Close()
 		return
 	}
-	defer p.untrack(up)
+	defer p.untrack(up, false)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

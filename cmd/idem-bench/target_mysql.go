@@ -83,7 +83,7 @@ func newMySQLTarget(dsn, params, prefix string, conns int, via *delayProxy) (*ta
 	}
 	keys, orders := tableNames(prefix)
 	exec := sqlExec(db)
-	t := &target{name: name, family: "mysql", wire: w, onWire: true, keys: keys, orders: orders, schemes: map[string]scheme{},
+	t := &target{name: name, family: "mysql", wire: w, onWire: true, keys: keys, orders: orders, schemes: map[string]scheme{}, db: db,
 		close:  func() { dropTables(exec, keys, orders, keys+"_schema"); db.Close() },
 		drop:   dropper(exec),
 		ping:   func(ctx context.Context) error { return exec(ctx, "SELECT 1") },

@@ -209,7 +209,7 @@ func newPgSQLTarget(dsn, prefix string, conns int, via *delayProxy, lazy bool) (
 	db.SetMaxOpenConns(conns)
 	db.SetMaxIdleConns(conns)
 	keys, orders := tableNames(prefix)
-	t := &target{name: name, family: "postgres", wire: w, onWire: true, keys: keys, orders: orders, schemes: map[string]scheme{}}
+	t := &target{name: name, family: "postgres", wire: w, onWire: true, keys: keys, orders: orders, schemes: map[string]scheme{}, db: db}
 	exec := sqlExec(db)
 	t.close = func() { dropTables(exec, keys, orders, keys+"_schema"); db.Close() }
 	t.drop = dropper(exec)

@@ -65,7 +65,7 @@ func newSQLiteTarget(dir string, conns int) (*target, error) {
 	}
 	keys, orders := tableNames("bench_sqlite")
 	exec := sqlExec(db)
-	t := &target{name: "sqlite", family: "sqlite", wire: w, keys: keys, orders: orders, schemes: map[string]scheme{},
+	t := &target{name: "sqlite", family: "sqlite", wire: w, keys: keys, orders: orders, schemes: map[string]scheme{}, db: db,
 		server: fmt.Sprintf("SQLite %s (modernc.org/sqlite), journal_mode=%s, synchronous=%d, %d connection(s), file in %s", version, journal, synchronous, conns, dir),
 		close:  func() { db.Close(); os.RemoveAll(dir) },
 		drop:   dropper(exec)}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"net/http"
 	"time"
@@ -27,6 +28,8 @@ type target struct {
 	serverCPU func() time.Duration
 	keys      string // the idem table
 	orders    string // the user's table
+	// db is the pool of a target on database/sql (nil on pgx).
+	db *sql.DB
 
 	// schemes are the ways this target sends a request, by name (the
 	// scheme* constants).
