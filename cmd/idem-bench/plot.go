@@ -69,7 +69,7 @@ func (r *report) plot(name string, paths []path) error {
 		p.Y.Max *= 1.1
 		panels = append(panels, p)
 	}
-	const cols = 2
+	cols := min(2, len(panels))
 	rows := (len(panels) + cols - 1) / cols
 	grid := make([][]*plot.Plot, rows)
 	for i := range grid {
@@ -78,7 +78,7 @@ func (r *report) plot(name string, paths []path) error {
 	for i, p := range panels {
 		grid[i/cols][i%cols] = p
 	}
-	width, height := 6*vg.Inch*cols, 4*vg.Inch*vg.Length(rows)
+	width, height := 6*vg.Inch*vg.Length(cols), 4*vg.Inch*vg.Length(rows)
 	img := vgimg.NewWith(vgimg.UseWH(width, height), vgimg.UseDPI(96))
 	dc := draw.New(img)
 	tiles := draw.Tiles{Rows: rows, Cols: cols, PadX: vg.Millimeter * 6, PadY: vg.Millimeter * 6,

@@ -325,7 +325,7 @@ func (r *report) writeTargets(w io.Writer, all []*summary) {
 	// PostgreSQL costs what pgx costs).
 	rtPaths := []path{pathBare, pathFloor, pathFloorPlain, pathSeed, pathSeedPlain, pathIdem, pathIdemPR, pathLock, pathReplay, pathReplayPR, pathReplayRF}
 	rtPaths = slices.DeleteFunc(rtPaths, func(p path) bool { return !slices.ContainsFunc(all, func(s *summary) bool { return s.path == p }) })
-	if len(rtPaths) == 0 || len(r.opts.clients) == 0 {
+	if len(rtPaths) == 0 || len(r.opts.clients) == 0 || !slices.ContainsFunc(r.targets(), r.onWire) {
 		return
 	}
 	level := r.opts.clients[len(r.opts.clients)/2]
