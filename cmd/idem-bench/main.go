@@ -83,7 +83,7 @@ type options struct {
 	scaleConc   int
 	scaleWindow time.Duration
 	scaleLimit  time.Duration
-	netDelay    time.Duration
+	netRTT      time.Duration
 	volumes     bool
 	mysqlParams string
 	sqliteConns int
@@ -123,7 +123,7 @@ func main() {
 	flag.IntVar(&o.scaleConc, "scale-clients", 16, "clients claiming in the scale test")
 	flag.DurationVar(&o.scaleWindow, "scale-window", 10*time.Second, "claim measurement per table size")
 	flag.DurationVar(&o.scaleLimit, "scale-timeout", 45*time.Minute, "longest one bulk load may run (claims are then measured on what was loaded)")
-	flag.DurationVar(&o.netDelay, "net-delay", 500*time.Microsecond, "delay each way of the +delay backends' proxy (a round trip takes about twice as long more)")
+	flag.DurationVar(&o.netRTT, "net-rtt", time.Millisecond, "round trip the +delay backends' proxy makes: it measures SELECT 1 through itself and sets its delay each way to reach this")
 	flag.BoolVar(&o.volumes, "volumes", true, "keep container databases on a Docker volume instead of the container's own filesystem")
 	flag.StringVar(&o.mysqlParams, "mysql-params", "", "extra go-sql-driver DSN parameters for the mysql backends, e.g. clientFoundRows=true")
 	flag.IntVar(&o.sqliteConns, "sqlite-conns", 4, "SQLite connection pool size")
@@ -219,6 +219,7 @@ type servers struct {
 	o            options
 	pg, my       *server
 	pgVia, myVia *delayProxy
+	calibrated   map[*delayProxy]bool
 }
 
 func (s *servers) postgres(ctx context.Context) (*server, error) {
@@ -248,7 +249,7 @@ func (s *servers) mysql(ctx context.Context) (*server, error) {
 // proxy returns the delaying proxy to upstream, started once per server.
 func (s *servers) proxy(slot **delayProxy, upstream string, conns int) (*delayProxy, error) {
 	if *slot == nil {
-		p, err := startDelayProxy(upstream, s.o.netDelay, 4*conns)
+		p, err := startDelayProxy(upstream, 0, 4*conns)
 		if err != nil {
 			return nil, err
 		}
@@ -341,7 +342,21 @@ func (s *servers) newTarget(ctx context.Context, b string, conns int) (*target, 
 	}
 	if delayed {
 		t.name += " +delay"
-		t.server += fmt.Sprintf("; through a delaying proxy on loopback, +%v each way", s.o.netDelay)
+		via := s.pgVia
+		if t.family == "mysql" {
+			via = s.myVia
+		}
+		if !s.calibrated[via] {
+			// Once per proxy: the first target through it sets the delay.
+			got, err := via.calibrate(s.o.netRTT, func() (time.Duration, error) { return pingRoundTrip(ctx, t.ping) })
+			if err != nil {
+				t.close()
+				return nil, fmt.Errorf("calibrate the delaying proxy: %w", err)
+			}
+			logf("%s: the proxy delays each way by %v: a round trip takes %.2f ms", t.name, via.Delay().Round(time.Microsecond), ms(got))
+			s.calibrated[via] = true
+		}
+		t.server += fmt.Sprintf("; through a delaying proxy on loopback, +%v each way (set to make a round trip %v)", via.Delay().Round(time.Microsecond), s.o.netRTT)
 	}
 	if t.ping != nil {
 		if rt, err := pingRoundTrip(ctx, t.ping); err == nil {
@@ -368,7 +383,7 @@ func run(ctx context.Context, o options) (err error) {
 	maxClients := slices.Max(append(slices.Clone(o.clients), o.purgeConc, o.scaleConc))
 	conns := maxClients + 4
 
-	srv := &servers{o: o}
+	srv := &servers{o: o, calibrated: map[*delayProxy]bool{}}
 	defer func() {
 		if cerr := srv.close(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("remove containers and proxies: %w", cerr))
@@ -470,7 +485,7 @@ func benchTarget(ctx context.Context, o options, t *target, runID string, rep *r
 				// round: complete some keys with it, unrecorded.
 				of, _ := defOf(d.of)
 				oks := newKeySpace(runID, d.of+"-feed", c, r)
-				cl := measure(ctx, t, c, o.warmup, o.maxOps, ops(t, of, oks, c, keySpace{}, 0))
+				cl := measure(ctx, t, c, dur, o.maxOps, ops(t, of, oks, c, keySpace{}, 0))
 				prev = completed{oks, cl.outcomes[idem.Won]}
 				done[d.of] = prev
 			}

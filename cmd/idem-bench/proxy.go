@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -21,7 +23,9 @@ import (
 type delayProxy struct {
 	ln       net.Listener
 	upstream string
-	delay    time.Duration
+	// delay is the delay each way, in nanoseconds (set while running, by
+	// calibrate).
+	delay    atomic.Int64
 	maxConns int
 
 	mu      sync.Mutex
@@ -41,7 +45,8 @@ func startDelayProxy(upstream string, delay time.Duration, maxConns int) (*delay
 	if err != nil {
 		return nil, err
 	}
-	p := &delayProxy{ln: ln, upstream: upstream, delay: delay, maxConns: maxConns, conns: map[net.Conn]struct{}{}}
+	p := &delayProxy{ln: ln, upstream: upstream, maxConns: maxConns, conns: map[net.Conn]struct{}{}}
+	p.delay.Store(int64(delay))
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -51,7 +56,31 @@ func startDelayProxy(upstream string, delay time.Duration, maxConns int) (*delay
 func (p *delayProxy) Addr() string { return p.ln.Addr().String() }
 
 func (p *delayProxy) String() string {
-	return fmt.Sprintf("delaying proxy %s -> %s, +%v each way", p.Addr(), p.upstream, p.delay)
+	return fmt.Sprintf("delaying proxy %s -> %s, +%v each way", p.Addr(), p.upstream, p.Delay())
+}
+
+// Delay is the delay each way.
+func (p *delayProxy) Delay() time.Duration { return time.Duration(p.delay.Load()) }
+
+// calibrate sets the delay so that a round trip measured by rtt (through
+// the proxy) takes about want: it measures with no delay, sets half the
+// difference each way, then corrects twice by what it measures. It
+// returns the last measured round trip.
+func (p *delayProxy) calibrate(want time.Duration, rtt func() (time.Duration, error)) (time.Duration, error) {
+	p.delay.Store(0)
+	got, err := rtt()
+	if err != nil {
+		return 0, err
+	}
+	d := max((want-got)/2, 0)
+	for range 3 {
+		p.delay.Store(int64(d))
+		if got, err = rtt(); err != nil {
+			return 0, err
+		}
+		d = max(d+(want-got)/2, 0)
+	}
+	return got, nil
 }
 
 // track registers c, refusing when the proxy is closed or, for a client,
@@ -132,25 +161,19 @@ func (p *delayProxy) pipe(dst, src net.Conn) {
 		for {
 			n, err := src.Read(buf)
 			if n > 0 {
-				queue <- chunk{append([]byte(nil), buf[:n]...), time.Now().Add(p.delay)}
+				queue <- chunk{append([]byte(nil), buf[:n]...), time.Now().Add(p.Delay())}
 			}
 			if err != nil {
 				return
 			}
 		}
 	}()
-	timer := time.NewTimer(0)
-	<-timer.C
-	defer timer.Stop()
 	failed := false
 	for c := range queue {
 		if failed {
 			continue // drain, so the reader ends
 		}
-		if d := time.Until(c.due); d > 0 {
-			timer.Reset(d)
-			<-timer.C
-		}
+		sleepUntil(c.due)
 		if _, err := dst.Write(c.b); err != nil {
 			failed = true
 			src.Close()
@@ -160,6 +183,27 @@ func (p *delayProxy) pipe(dst, src net.Conn) {
 		_ = cw.CloseWrite()
 	} else {
 		dst.Close()
+	}
+}
+
+// timerSlack is how late the kernel may wake a sleeping thread (Linux's
+// default timer slack).
+const timerSlack = 50 * time.Microsecond
+
+// sleepUntil waits until about t with nanosleep(2), which blocks this
+// goroutine's thread: Go's timers wake a millisecond late or more on this
+// kind of machine, as much as the delay being made, while the kernel's
+// high-resolution timers wake within their slack.
+func sleepUntil(t time.Time) {
+	for {
+		d := time.Until(t) - timerSlack
+		if d <= 0 {
+			return
+		}
+		ts := syscall.NsecToTimespec(int64(d))
+		if err := syscall.Nanosleep(&ts, nil); err == nil {
+			return
+		}
 	}
 }
 

@@ -179,3 +179,26 @@ func TestDelayProxyCloseEndsConnections(t *testing.T) {
 		t.Fatal("the proxy still accepts after Close")
 	}
 }
+
+func TestDelayProxyCalibratesToARoundTrip(t *testing.T) {
+	p := startProxy(t, echoServer(t), 0, 4)
+	c := dialProxy(t, p)
+	rtt := func() (time.Duration, error) {
+		var d []time.Duration
+		for range 15 {
+			d = append(d, roundTrip(t, c, []byte("ping")))
+		}
+		return median(d), nil
+	}
+	const want = 4 * time.Millisecond
+	got, err := p.calibrate(want, rtt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got < want-time.Millisecond || got > want+2*time.Millisecond {
+		t.Fatalf("calibrated round trip %v, want about %v (delay each way %v)", got, want, p.Delay())
+	}
+	if d := p.Delay(); d < time.Millisecond || d > want/2 {
+		t.Fatalf("delay each way %v, want a little under %v", d, want/2)
+	}
+}

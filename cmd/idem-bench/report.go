@@ -425,7 +425,7 @@ func (r *report) writeScale(w io.Writer) {
 		if b == nil {
 			base[s.target], b = s, s
 		}
-		load := s.load.Round(time.Second).String()
+		load := s.load.Round(100 * time.Millisecond).String()
 		if s.loadErr != nil {
 			load += fmt.Sprintf(" (stopped at %d of %d: %v)", s.loaded, s.want, s.loadErr)
 		}

@@ -45,7 +45,7 @@ func TestReportRatiosAndExclusions(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{
 		"| postgres/pgx | 16 | 0.72 | 1.03 ✓ |", // idem / bare, idem / seed
-		"| mariadb | 64 | 0.72 | — |",          // the seed cell had errors: no ratio
+		"| mariadb | 64 | 0.72 | — |",           // the seed cell had errors: no ratio
 		"### Excluded cells",
 		"| mariadb | 64 | seed | 3 |",
 		"replay-rf / bare (≥ 4 at 16)",
