@@ -103,7 +103,7 @@ var backendNames = []string{"sqlite", "pgx", "pgsql", "pgsql-lazy", "mysql", "my
 func main() {
 	var o options
 	var backends, clients, paths, purgeOn, scaleRows, scaleOn, plotPaths string
-	flag.StringVar(&backends, "backends", "sqlite,pgx,pgsql,pgsql-lazy,mysql,mysql-ip", "backends to measure: sqlite, pgx (PostgreSQL, pgx native), pgsql (PostgreSQL, database/sql), pgsql-lazy (database/sql through a connector that holds BEGIN back), mysql (MySQL or MariaDB, -mysql-params), mysql-ip (the same with interpolateParams=true); a networked one with +delay goes through the delaying proxy (-net-delay)")
+	flag.StringVar(&backends, "backends", "sqlite,pgx,pgsql,pgsql-lazy,mysql,mysql-ip", "backends to measure: sqlite, pgx (PostgreSQL, pgx native), pgsql (PostgreSQL, database/sql), pgsql-lazy (database/sql through a connector that holds BEGIN back), mysql (MySQL or MariaDB, -mysql-params), mysql-ip (the same with interpolateParams=true); a networked one with +delay goes through the delaying proxy (-net-rtt)")
 	flag.StringVar(&clients, "clients", "1,4,16,64", "levels of concurrent clients")
 	flag.StringVar(&paths, "paths", allPathNames(), "paths to measure (see the report's list)")
 	flag.DurationVar(&o.duration, "duration", 3*time.Second, "length of one cell (one path, one level, one round)")
