@@ -209,6 +209,7 @@ func TestPostgresAlternativesConformance(t *testing.T) {
 			missing shortfalls
 		}{
 			{"peek", func() dialect.Dialect { return newPgPeek() }, nil},
+			{"claim-read", func() dialect.Dialect { return newPgClaimRead() }, nil},
 			{"lock", func() dialect.Dialect { return newPgLock() }, lockShortfalls},
 		} {
 			t.Run("pgx/"+alt.name+"/"+l.name, func(t *testing.T) {

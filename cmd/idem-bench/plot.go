@@ -36,6 +36,7 @@ func (r *report) plot(name string, paths []path) error {
 		}
 		p.X.Tick.Marker = ticks
 		p.Y.Min = 0
+		p.Y.Tick.Marker = wholeTicks{}
 		p.Legend.Top = true
 		p.Legend.Left = true
 		p.Add(plotter.NewGrid())
@@ -100,6 +101,19 @@ func (r *report) plot(name string, paths []path) error {
 		return err
 	}
 	return f.Close()
+}
+
+// wholeTicks are the default ticks labelled as whole numbers.
+type wholeTicks struct{}
+
+func (wholeTicks) Ticks(lo, hi float64) []plot.Tick {
+	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ticks {
+		if ticks[i].Label != "" {
+			ticks[i].Label = strconv.FormatFloat(ticks[i].Value, 'f', 0, 64)
+		}
+	}
+	return ticks
 }
 
 func cmpFloat(a, b float64) int {

@@ -279,9 +279,11 @@ func (r *report) writeTargets(w io.Writer, all []*summary) {
 		{"lock / floor", pathLock, pathFloor, nil},
 		{"lock / idem", pathLock, pathIdem, nil},
 		{"idem-pr / idem", pathIdemPR, pathIdem, nil},
+		{"idem-cr / idem", pathIdemCR, pathIdem, nil},
 		{"idem-rf / idem", pathIdemRF, pathIdem, nil},
 		{"replay / bare (≥ 1.5 at 16, 64)", pathReplay, pathBare, func(c int, v float64) (string, bool) { return mark(v >= 1.5), c == 16 || c == 64 }},
 		{"replay-pr / bare", pathReplayPR, pathBare, nil},
+		{"replay-cr / bare", pathReplayCR, pathBare, nil},
 		{"lock-replay / bare", pathLockReplay, pathBare, nil},
 		{"seed-replay / bare", pathSeedReplay, pathBare, nil},
 		{"replay-rf / bare (≥ 4 at 16)", pathReplayRF, pathBare, func(c int, v float64) (string, bool) { return mark(v >= 4), c == 16 }},
@@ -323,7 +325,7 @@ func (r *report) writeTargets(w io.Writer, all []*summary) {
 
 	// Round trips of a first request, per scheme (target: database/sql on
 	// PostgreSQL costs what pgx costs).
-	rtPaths := []path{pathBare, pathFloor, pathFloorPlain, pathSeed, pathSeedPlain, pathIdem, pathIdemPR, pathLock, pathReplay, pathReplayPR, pathReplayRF}
+	rtPaths := []path{pathBare, pathFloor, pathFloorPlain, pathSeed, pathSeedPlain, pathIdem, pathIdemPR, pathIdemCR, pathLock, pathReplay, pathReplayPR, pathReplayCR, pathReplayRF}
 	rtPaths = slices.DeleteFunc(rtPaths, func(p path) bool { return !slices.ContainsFunc(all, func(s *summary) bool { return s.path == p }) })
 	if len(rtPaths) == 0 || len(r.opts.clients) == 0 || !slices.ContainsFunc(r.targets(), r.onWire) {
 		return

@@ -209,7 +209,7 @@ func TestBulkLoadAndScaleOnSQLite(t *testing.T) {
 func TestPathsHaveSchemes(t *testing.T) {
 	tg := newTestSQLite(t)
 	for _, d := range pathDefs {
-		if d.scheme == schemePeek {
+		if d.scheme == schemePeek || d.scheme == schemeClaimRead {
 			continue // PostgreSQL only
 		}
 		if tg.schemes[d.scheme] == nil {

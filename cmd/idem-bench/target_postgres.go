@@ -160,7 +160,7 @@ func newPgxTarget(dsn, prefix string, conns int, via *delayProxy) (*target, erro
 
 // postgresAlternatives are the benchmark's PostgreSQL dialects, by scheme.
 func postgresAlternatives() map[string]dialect.Dialect {
-	return map[string]dialect.Dialect{schemePeek: newPgPeek(), schemeLock: newPgLock()}
+	return map[string]dialect.Dialect{schemePeek: newPgPeek(), schemeClaimRead: newPgClaimRead(), schemeLock: newPgLock()}
 }
 
 // postgresCopy loads n completed records into table with COPY, a million

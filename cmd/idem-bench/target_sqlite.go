@@ -78,8 +78,8 @@ func newSQLiteTarget(dir string, conns int) (*target, error) {
 		db.Close()
 		return nil, err
 	}
-	base2, _ := drv.Dialect().(*sqlite.Dialect)
-	if err := storeOps(t, drv, sqlInsert(orders, "?, ?"), map[string]dialect.Dialect{schemeLock: newSQLiteLock(base2)}); err != nil {
+	lite, _ := drv.Dialect().(*sqlite.Dialect)
+	if err := storeOps(t, drv, sqlInsert(orders, "?, ?"), map[string]dialect.Dialect{schemeLock: newSQLiteLock(lite)}); err != nil {
 		db.Close()
 		return nil, err
 	}
