@@ -1,23 +1,28 @@
 package main
 
 import (
+	"encoding/csv"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/idemkit/idem"
 )
 
-// report collects the cells of a run and prints them as Markdown.
+// report collects the cells of a run and prints them as Markdown. Every
+// table comes from this one run.
 type report struct {
 	opts    options
 	started time.Time
 	servers []string
 	cells   []*cell
 	sizes   []targetSizes
+	scale   []*scaleResult
 	purges  []*purgeResult
 }
 
@@ -36,6 +41,8 @@ type summary struct {
 	path     path
 	rounds   int
 	tput     float64
+	tmin     float64
+	tmax     float64
 	p50, p99 time.Duration
 	rt, st   float64
 	// client and server CPU per request, in microseconds
@@ -44,6 +51,18 @@ type summary struct {
 	errors     int64
 	firstErr   error
 	outcomes   [5]int64
+}
+
+// usable is true when the summary's throughput may be compared: measured,
+// and no request failed.
+func (s *summary) usable() bool { return s != nil && s.errors == 0 && s.tput > 0 }
+
+// spread is the range of the rounds' throughput relative to the median.
+func (s *summary) spread() float64 {
+	if s.tput == 0 {
+		return 0
+	}
+	return (s.tmax - s.tmin) / s.tput
 }
 
 func median[T int64 | float64 | time.Duration](v []T) T {
@@ -58,18 +77,23 @@ func median[T int64 | float64 | time.Duration](v []T) T {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
+// targets lists the targets in the order they were measured.
+func (r *report) targets() []string {
+	var out []string
+	for _, c := range r.cells {
+		if !slices.Contains(out, c.target) {
+			out = append(out, c.target)
+		}
+	}
+	return out
+}
+
+func pathIndex(p path) int {
+	return slices.IndexFunc(pathDefs, func(d pathDef) bool { return d.name == p })
+}
+
 func (r *report) summaries() []*summary {
 	var out []*summary
-	find := func(c *cell) *summary {
-		for _, s := range out {
-			if s.target == c.target && s.clients == c.clients && s.path == c.path {
-				return s
-			}
-		}
-		s := &summary{target: c.target, clients: c.clients, path: c.path}
-		out = append(out, s)
-		return s
-	}
 	type acc struct {
 		tput     []float64
 		p50, p99 []time.Duration
@@ -78,13 +102,20 @@ func (r *report) summaries() []*summary {
 		cpuS     time.Duration
 	}
 	accs := map[*summary]*acc{}
+	find := func(c *cell) *summary {
+		for _, s := range out {
+			if s.target == c.target && s.clients == c.clients && s.path == c.path {
+				return s
+			}
+		}
+		s := &summary{target: c.target, clients: c.clients, path: c.path}
+		out = append(out, s)
+		accs[s] = &acc{}
+		return s
+	}
 	for _, c := range r.cells {
 		s := find(c)
 		a := accs[s]
-		if a == nil {
-			a = &acc{}
-			accs[s] = a
-		}
 		s.rounds++
 		s.ops += c.ops
 		s.errors += c.errors
@@ -105,22 +136,43 @@ func (r *report) summaries() []*summary {
 	}
 	for s, a := range accs {
 		s.tput, s.p50, s.p99 = median(a.tput), median(a.p50), median(a.p99)
+		s.tmin, s.tmax = slices.Min(a.tput), slices.Max(a.tput)
 		s.rt, s.st = perOp(a.wire.roundTrips, s.ops), perOp(a.wire.statements, s.ops)
 		s.cpuC, s.cpuS = usPerOp(a.cpuC, s.ops), usPerOp(a.cpuS, s.ops)
 		if a.wire.opaque {
 			s.st = -1
 		}
 	}
+	order := r.targets()
+	slices.SortStableFunc(out, func(a, b *summary) int {
+		if x, y := slices.Index(order, a.target), slices.Index(order, b.target); x != y {
+			return x - y
+		}
+		if a.clients != b.clients {
+			return a.clients - b.clients
+		}
+		return pathIndex(a.path) - pathIndex(b.path)
+	})
 	return out
 }
 
-func (r *report) bareOf(all []*summary, s *summary) *summary {
-	for _, b := range all {
-		if b.target == s.target && b.clients == s.clients && b.path == pathBare {
-			return b
+// find returns the summary of target, level and path, or nil.
+func find(all []*summary, target string, clients int, p path) *summary {
+	for _, s := range all {
+		if s.target == target && s.clients == clients && s.path == p {
+			return s
 		}
 	}
 	return nil
+}
+
+// ratio is x's throughput over y's, or false when either is missing or
+// excluded.
+func ratio(x, y *summary) (float64, bool) {
+	if !x.usable() || !y.usable() {
+		return 0, false
+	}
+	return x.tput / y.tput, true
 }
 
 func (r *report) onWire(target string) bool {
@@ -130,7 +182,7 @@ func (r *report) onWire(target string) bool {
 func (r *report) write(w io.Writer) {
 	o := r.opts
 	fmt.Fprintf(w, "## idem-bench results\n\n")
-	fmt.Fprintf(w, "Run %s, %s, Go %s %s/%s, %d CPUs. Cells of %v (at most %d requests), %d interleaved rounds per level, median shown; warm-up %v per level.\n\n",
+	fmt.Fprintf(w, "Run %s, %s, Go %s %s/%s, %d CPUs. Cells of %v (at most %d requests), %d interleaved rounds per level, median shown with the spread of the rounds; every path warmed up %v per level. Every figure below is from this run.\n\n",
 		r.started.Format(time.RFC3339), time.Since(r.started).Round(time.Second), runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(),
 		o.duration, o.maxOps, o.rounds, o.warmup)
 	for _, s := range r.servers {
@@ -139,18 +191,22 @@ func (r *report) write(w io.Writer) {
 	fmt.Fprintln(w)
 	all := r.summaries()
 
+	fmt.Fprintf(w, "### Paths\n\n")
+	for _, d := range pathDefs {
+		if slices.ContainsFunc(all, func(s *summary) bool { return s.path == d.name }) {
+			fmt.Fprintf(w, "- **%s**: %s.\n", d.name, d.about)
+		}
+	}
+	fmt.Fprintln(w)
+
 	fmt.Fprintf(w, "### Throughput and latency\n\n")
-	fmt.Fprintf(w, "RT/req: round trips per request counted on the client's sockets (SQLite runs in-process: none). ")
+	fmt.Fprintf(w, "Spread: (highest − lowest round) / median. RT/req: round trips per request counted on the client's sockets (SQLite runs in-process: none). ")
 	fmt.Fprintf(w, "Stmts/req: statements the server executed per request, BEGIN and COMMIT included. ")
 	fmt.Fprintf(w, "CPU µs/req: CPU time of the benchmark process (the client; for SQLite also the database) and of the database container, per request. ")
-	fmt.Fprintf(w, "vs bare: throughput divided by the bare write's at the same level.\n\n")
-	fmt.Fprintf(w, "| backend | clients | path | req/s | p50 ms | p99 ms | RT/req | stmts/req | CPU µs/req client+db | vs bare | outcomes |\n")
-	fmt.Fprintf(w, "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	fmt.Fprintf(w, "vs bare: throughput divided by the bare write's at the same level. Failed requests do not count; a cell with any is excluded (its ratio shows —).\n\n")
+	fmt.Fprintf(w, "| backend | clients | path | req/s | spread | p50 ms | p99 ms | RT/req | stmts/req | CPU µs/req client+db | vs bare | outcomes |\n")
+	fmt.Fprintf(w, "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, s := range all {
-		ratio := "—"
-		if b := r.bareOf(all, s); b != nil && s.path != pathBare && b.tput > 0 {
-			ratio = fmt.Sprintf("%.2f", s.tput/b.tput)
-		}
 		rt := "—"
 		if r.onWire(s.target) {
 			rt = fmt.Sprintf("%.2f", s.rt)
@@ -163,20 +219,30 @@ func (r *report) write(w io.Writer) {
 		if s.cpuS > 0 {
 			cpu += fmt.Sprintf(" + %.0f", s.cpuS)
 		}
-		fmt.Fprintf(w, "| %s | %d | %s | %.0f | %.2f | %.2f | %s | %s | %s | %s | %s |\n",
-			s.target, s.clients, s.path, s.tput, ms(s.p50), ms(s.p99), rt, st, cpu, ratio, outcomes(s))
+		vs := "—"
+		if x, ok := ratio(s, find(all, s.target, s.clients, pathBare)); ok && s.path != pathBare {
+			vs = fmt.Sprintf("%.2f", x)
+		}
+		tput := fmt.Sprintf("%.0f", s.tput)
+		if !s.usable() {
+			tput = "excluded"
+		}
+		fmt.Fprintf(w, "| %s | %d | %s | %s | %.0f%% | %.2f | %.2f | %s | %s | %s | %s | %s |\n",
+			s.target, s.clients, s.path, tput, 100*s.spread(), ms(s.p50), ms(s.p99), rt, st, cpu, vs, outcomes(s))
 	}
 	fmt.Fprintln(w)
 
 	r.writeTargets(w, all)
+	r.writeExcluded(w, all)
 	r.writeSizes(w)
+	r.writeScale(w)
 	r.writePurges(w)
 }
 
 func outcomes(s *summary) string {
 	var parts []string
 	for _, o := range []idem.Outcome{idem.Won, idem.Replay, idem.Mismatch, idem.InFlight} {
-		if n := s.outcomes[o]; n > 0 && (s.path == pathContended || o != expected(s.path)) {
+		if n := s.outcomes[o]; n > 0 && (s.path == pathContended || s.path == pathLockContended || o != expected(s.path)) {
 			parts = append(parts, fmt.Sprintf("%s %d", o, n))
 		}
 	}
@@ -186,61 +252,134 @@ func outcomes(s *summary) string {
 	return strings.Join(parts, ", ")
 }
 
-func expected(p path) idem.Outcome {
-	switch p {
-	case pathReplay, pathReplayRF:
-		return idem.Replay
-	case pathMismatch:
-		return idem.Mismatch
-	}
-	return idem.Won
-}
-
 // writeTargets compares the ratios with the targets.
 func (r *report) writeTargets(w io.Writer, all []*summary) {
-	fmt.Fprintf(w, "### Against the targets (16 clients)\n\n")
-	fmt.Fprintf(w, "| backend | idem / bare (≥ 0.85) | http / bare | replay / bare (≥ 2) | with ReadFirst: idem / bare, replay / bare | purge: claim p99 change (≤ +20%%) |\n")
-	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|\n")
-	var targets []string
+	fmt.Fprintf(w, "### Against the targets\n\n")
+	fmt.Fprintf(w, "Throughput ratios at each level, from the table above. ✓/✗ mark the issue's targets: idem ≥ seed at every level; idem ≥ 0.9 × floor at 16 clients; a default replay ≥ 1.5 × bare at 16 and 64; a ReadFirst replay ≥ 4 × bare at 16. ")
+	fmt.Fprintf(w, "The +delay backends are the network-bound figures (idem / bare ≥ 0.9 on PostgreSQL, ≥ 0.8 on MariaDB).\n\n")
+	type col struct {
+		head string
+		x, y path
+		ok   func(clients int, v float64) (string, bool) // mark, applies
+	}
+	mark := func(cond bool) string {
+		if cond {
+			return " ✓"
+		}
+		return " ✗"
+	}
+	cols := []col{
+		{"idem / bare", pathIdem, pathBare, nil},
+		{"idem / seed (≥ 1)", pathIdem, pathSeed, func(_ int, v float64) (string, bool) { return mark(v >= 1), true }},
+		{"idem / seed-plain", pathIdem, pathSeedPlain, nil},
+		{"idem / floor (≥ 0.9 at 16)", pathIdem, pathFloor, func(c int, v float64) (string, bool) { return mark(v >= 0.9), c == 16 }},
+		{"idem / floor-plain", pathIdem, pathFloorPlain, nil},
+		{"seed / floor", pathSeed, pathFloor, nil},
+		{"lock / seed", pathLock, pathSeed, nil},
+		{"lock / floor", pathLock, pathFloor, nil},
+		{"lock / idem", pathLock, pathIdem, nil},
+		{"idem-pr / idem", pathIdemPR, pathIdem, nil},
+		{"idem-cr / idem", pathIdemCR, pathIdem, nil},
+		{"idem-rf / idem", pathIdemRF, pathIdem, nil},
+		{"replay / bare (≥ 1.5 at 16, 64)", pathReplay, pathBare, func(c int, v float64) (string, bool) { return mark(v >= 1.5), c == 16 || c == 64 }},
+		{"replay-pr / bare", pathReplayPR, pathBare, nil},
+		{"replay-cr / bare", pathReplayCR, pathBare, nil},
+		{"lock-replay / bare", pathLockReplay, pathBare, nil},
+		{"seed-replay / bare", pathSeedReplay, pathBare, nil},
+		{"replay-rf / bare (≥ 4 at 16)", pathReplayRF, pathBare, func(c int, v float64) (string, bool) { return mark(v >= 4), c == 16 }},
+	}
+	// Only the columns this run has.
+	cols = slices.DeleteFunc(cols, func(c col) bool {
+		return !slices.ContainsFunc(all, func(s *summary) bool { return s.path == c.x }) ||
+			!slices.ContainsFunc(all, func(s *summary) bool { return s.path == c.y })
+	})
+	if len(cols) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "| backend | clients |")
+	for _, c := range cols {
+		fmt.Fprintf(w, " %s |", c.head)
+	}
+	fmt.Fprintf(w, "\n|---|---:|%s\n", strings.Repeat("---:|", len(cols)))
+	for _, t := range r.targets() {
+		for _, n := range r.opts.clients {
+			fmt.Fprintf(w, "| %s | %d |", t, n)
+			for _, c := range cols {
+				v, ok := ratio(find(all, t, n, c.x), find(all, t, n, c.y))
+				if !ok {
+					fmt.Fprintf(w, " — |")
+					continue
+				}
+				m := ""
+				if c.ok != nil {
+					if s, applies := c.ok(n, v); applies {
+						m = s
+					}
+				}
+				fmt.Fprintf(w, " %.2f%s |", v, m)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	fmt.Fprintln(w)
+
+	// Round trips of a first request, per scheme (target: database/sql on
+	// PostgreSQL costs what pgx costs).
+	rtPaths := []path{pathBare, pathFloor, pathFloorPlain, pathSeed, pathSeedPlain, pathIdem, pathIdemPR, pathIdemCR, pathLock, pathReplay, pathReplayPR, pathReplayCR, pathReplayRF}
+	rtPaths = slices.DeleteFunc(rtPaths, func(p path) bool { return !slices.ContainsFunc(all, func(s *summary) bool { return s.path == p }) })
+	if len(rtPaths) == 0 || len(r.opts.clients) == 0 || !slices.ContainsFunc(r.targets(), r.onWire) {
+		return
+	}
+	level := r.opts.clients[len(r.opts.clients)/2]
+	if slices.Contains(r.opts.clients, 16) {
+		level = 16
+	}
+	fmt.Fprintf(w, "Round trips (and statements) per request at %d clients:\n\n| backend |", level)
+	for _, p := range rtPaths {
+		fmt.Fprintf(w, " %s |", p)
+	}
+	fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("---:|", len(rtPaths)))
+	for _, t := range r.targets() {
+		if !r.onWire(t) {
+			continue
+		}
+		fmt.Fprintf(w, "| %s |", t)
+		for _, p := range rtPaths {
+			s := find(all, t, level, p)
+			if s == nil || s.ops == 0 {
+				fmt.Fprintf(w, " — |")
+				continue
+			}
+			if s.st < 0 {
+				fmt.Fprintf(w, " %.2f |", s.rt)
+			} else {
+				fmt.Fprintf(w, " %.2f (%.2f) |", s.rt, s.st)
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w)
+}
+
+// excluded are the summaries with failed requests.
+func (r *report) excluded() []*summary {
+	return slices.DeleteFunc(r.summaries(), func(s *summary) bool { return s.errors == 0 })
+}
+
+func (r *report) writeExcluded(w io.Writer, all []*summary) {
+	var bad []*summary
 	for _, s := range all {
-		if !slices.Contains(targets, s.target) {
-			targets = append(targets, s.target)
+		if s.errors > 0 {
+			bad = append(bad, s)
 		}
 	}
-	ratio := func(t string, p path) string {
-		var b, x *summary
-		for _, s := range all {
-			if s.target == t && s.clients == 16 {
-				switch s.path {
-				case pathBare:
-					b = s
-				case p:
-					x = s
-				}
-			}
-		}
-		if b == nil || x == nil || b.tput == 0 {
-			return "—"
-		}
-		return fmt.Sprintf("%.2f", x.tput/b.tput)
+	if len(bad) == 0 {
+		return
 	}
-	for _, t := range targets {
-		var purges []string
-		for _, p := range r.purges {
-			if p.target == t && p.before != nil && p.during != nil && p.before.percentile(.99) > 0 {
-				change := fmt.Sprintf("%+.0f%%", 100*(float64(p.during.percentile(.99))/float64(p.before.percentile(.99))-1))
-				if p.duty < 1 {
-					change += fmt.Sprintf(" (paced %.0f%%)", 100*p.duty)
-				}
-				purges = append(purges, change)
-			}
-		}
-		purge := "—"
-		if len(purges) > 0 {
-			purge = strings.Join(purges, ", ")
-		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s, %s | %s |\n", t, ratio(t, pathIdem), ratio(t, pathHTTP), ratio(t, pathReplay),
-			ratio(t, pathIdemRF), ratio(t, pathReplayRF), purge)
+	fmt.Fprintf(w, "### Excluded cells\n\nThese cells had failed requests; they are left out of every ratio and plot.\n\n")
+	fmt.Fprintf(w, "| backend | clients | path | failed | succeeded | first error |\n|---|---:|---|---:|---:|---|\n")
+	for _, s := range bad {
+		fmt.Fprintf(w, "| %s | %d | %s | %d | %d | %v |\n", s.target, s.clients, s.path, s.errors, s.ops, s.firstErr)
 	}
 	fmt.Fprintln(w)
 }
@@ -270,16 +409,68 @@ func (r *report) writeSizes(w io.Writer) {
 	fmt.Fprintln(w)
 }
 
+func (r *report) writeScale(w io.Writer) {
+	if len(r.scale) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "### Claims on a large table\n\n")
+	fmt.Fprintf(w, "Each size is a table of its own, bulk-loaded with completed, live records (keys spread evenly over the key space, loaded in key order: PostgreSQL COPY, a million rows per statement; elsewhere multi-row INSERTs in large transactions), then settled (PostgreSQL VACUUM and CHECKPOINT, InnoDB ANALYZE and 10 s, SQLite a WAL checkpoint); then %d clients claim new random keys through Store.Do for %v after a warm-up. ", r.opts.scaleConc, r.opts.scaleWindow)
+	fmt.Fprintf(w, "Sizes are the loaded table's after the claims (an in-order load packs pages fuller than organic growth: a lower bound). Change: against the smallest size of the same backend (target: ≤ +20%%).\n\n")
+	fmt.Fprintf(w, "| backend | records | load | rows/s | claims/s | p50 ms | p99 ms | p50 / p99 change | table B/record | indexes B/record |\n")
+	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	base := map[string]*scaleResult{}
+	for _, s := range r.scale {
+		if s.claims == nil {
+			continue
+		}
+		b := base[s.target]
+		if b == nil {
+			base[s.target], b = s, s
+		}
+		load := s.load.Round(100 * time.Millisecond).String()
+		if s.loadErr != nil {
+			load += fmt.Sprintf(" (stopped at %d of %d: %v)", s.loaded, s.want, s.loadErr)
+		}
+		rate := 0.0
+		if s.load > 0 {
+			rate = float64(s.loaded) / s.load.Seconds()
+		}
+		change := "—"
+		if b != s && b.claims.percentile(.5) > 0 && b.claims.percentile(.99) > 0 {
+			change = fmt.Sprintf("%+.0f%% / %+.0f%%", 100*(float64(s.claims.percentile(.5))/float64(b.claims.percentile(.5))-1),
+				100*(float64(s.claims.percentile(.99))/float64(b.claims.percentile(.99))-1))
+		}
+		tb, ib := "—", "—"
+		if s.size.rows > 0 {
+			tb = fmt.Sprintf("%.0f", float64(s.size.tableBytes)/float64(s.size.rows))
+			ib = fmt.Sprintf("%.0f", float64(s.size.indexBytes)/float64(s.size.rows))
+		}
+		tput := fmt.Sprintf("%.0f", s.claims.throughput())
+		if s.claims.errors > 0 {
+			tput += fmt.Sprintf(" (**%d errors**: %v)", s.claims.errors, s.claims.firstErr)
+		}
+		fmt.Fprintf(w, "| %s | %d | %s | %.0f | %s | %.2f | %.2f | %s | %s | %s |\n", s.target, s.loaded, load, rate,
+			tput, ms(s.claims.percentile(.5)), ms(s.claims.percentile(.99)), change, tb, ib)
+	}
+	fmt.Fprintln(w)
+}
+
 func (r *report) writePurges(w io.Writer) {
 	if len(r.purges) == 0 {
 		return
 	}
 	fmt.Fprintf(w, "### Purge of expired records while claims run\n\n")
 	fmt.Fprintf(w, "Expired records inserted in bulk (then the database settles: PostgreSQL VACUUM and CHECKPOINT, InnoDB 10 s, SQLite a WAL checkpoint), then purged in batches of %d while %d clients claim new keys through Do. ", idem.DefaultPurgeBatch, r.opts.purgeConc)
-	fmt.Fprintf(w, "Store.Purge ran with PurgeDutyCycle 1 (batches back to back, the rows marked Store.Purge) and/or with the given duty cycle (the default is 0.25: a pause after each batch, so that it purges only that fraction of the time). ")
+	fmt.Fprintf(w, "Store.Purge ran with PurgeDutyCycle 1 (batches back to back, the rows marked Store.Purge) and/or with the given duty cycle (the default is 0.25: a pause after each batch, so that it purges only that fraction of the time), each %d time(s). ", r.opts.purgeRepeat)
 	fmt.Fprintf(w, "Claims are measured for %v before, during the whole purge, and %v after.\n\n", r.opts.purgeWindow, r.opts.purgeWindow)
-	fmt.Fprintf(w, "| backend | purge | expired rows | purge time | rows/s | claims/s before / during / after | claim p99 ms before / during / after | p99 change |\n")
-	fmt.Fprintf(w, "|---|---|---:|---:|---:|---|---|---:|\n")
+	fmt.Fprintf(w, "| backend | purge | run | expired rows | purge time | rows/s | claims/s before / during / after | claim p99 ms before / during / after | p99 change |\n")
+	fmt.Fprintf(w, "|---|---|---:|---:|---:|---:|---|---|---:|\n")
+	type key struct {
+		target string
+		duty   float64
+	}
+	within := map[key][2]int{} // runs within +20 %, runs
+	var keys []key
 	for _, p := range r.purges {
 		rate := 0.0
 		if p.took > 0 {
@@ -294,10 +485,60 @@ func (r *report) writePurges(w io.Writer) {
 		if p.duty < 1 {
 			mode = fmt.Sprintf("paced, %.0f%% duty", 100*p.duty)
 		}
-		fmt.Fprintf(w, "| %s | %s | %d | %s | %.0f | %.0f / %.0f / %.0f | %.2f / %.2f / %.2f | %+.0f%% |\n",
-			p.target, mode, p.purge.Deleted, took, rate,
+		k := key{p.target, p.duty}
+		if _, ok := within[k]; !ok {
+			keys = append(keys, k)
+		}
+		c := within[k]
+		c[1]++
+		if change <= 0.2 {
+			c[0]++
+		}
+		within[k] = c
+		fmt.Fprintf(w, "| %s | %s | %d | %d | %s | %.0f | %.0f / %.0f / %.0f | %.2f / %.2f / %.2f | %+.0f%% |\n",
+			p.target, mode, p.repeat+1, p.purge.Deleted, took, rate,
 			p.before.throughput(), p.during.throughput(), p.aft.throughput(),
 			ms(p.before.percentile(.99)), ms(p.during.percentile(.99)), ms(p.aft.percentile(.99)), 100*change)
 	}
 	fmt.Fprintln(w)
+	for _, k := range keys {
+		c := within[k]
+		mode := "Store.Purge back to back"
+		if k.duty < 1 {
+			mode = fmt.Sprintf("PurgeDutyCycle %g", k.duty)
+		}
+		fmt.Fprintf(w, "- %s, %s: claim p99 within +20%% in %d of %d runs.\n", k.target, mode, c[0], c[1])
+	}
+	fmt.Fprintln(w)
+}
+
+// writeRaw writes every cell, every round, as CSV.
+func (r *report) writeRaw(name string) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	cw := csv.NewWriter(f)
+	_ = cw.Write([]string{"backend", "clients", "path", "round", "ok", "failed", "seconds", "req_per_s", "p50_ms", "p99_ms",
+		"round_trips", "statements", "prepares", "cpu_client_us", "cpu_db_us", "won", "replay", "mismatch", "in_flight", "first_error"})
+	f64 := func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
+	for _, c := range r.cells {
+		errText := ""
+		if c.firstErr != nil {
+			errText = c.firstErr.Error()
+		}
+		_ = cw.Write([]string{c.target, strconv.Itoa(c.clients), string(c.path), strconv.Itoa(c.round),
+			strconv.FormatInt(c.ops, 10), strconv.FormatInt(c.errors, 10), f64(c.elapsed.Seconds()), f64(c.throughput()),
+			f64(ms(c.percentile(.5))), f64(ms(c.percentile(.99))),
+			strconv.FormatInt(c.wire.roundTrips, 10), strconv.FormatInt(c.wire.statements, 10), strconv.FormatInt(c.wire.prepares, 10),
+			f64(usPerOp(c.clientCPU, 1)), f64(usPerOp(c.serverCPU, 1)),
+			strconv.FormatInt(c.outcomes[idem.Won], 10), strconv.FormatInt(c.outcomes[idem.Replay], 10),
+			strconv.FormatInt(c.outcomes[idem.Mismatch], 10), strconv.FormatInt(c.outcomes[idem.InFlight], 10), errText})
+	}
+	cw.Flush()
+	if err := cw.Error(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

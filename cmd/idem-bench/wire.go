@@ -68,9 +68,13 @@ func dialLoopback(ctx context.Context, network, addr string) (net.Conn, error) {
 }
 
 // countingDialer returns a dial function whose connections count into w,
-// decoding the client's stream with a fresh protocol from newProto.
-func countingDialer(w *wireStats, newProto func() protocol) func(ctx context.Context, network, addr string) (net.Conn, error) {
+// decoding the client's stream with a fresh protocol from newProto. With a
+// proxy (via), it dials the proxy instead of the server's address.
+func countingDialer(w *wireStats, newProto func() protocol, via *delayProxy) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if via != nil {
+			network, addr = "tcp", via.Addr()
+		}
 		c, err := dialLoopback(ctx, network, addr)
 		if err != nil {
 			return nil, err

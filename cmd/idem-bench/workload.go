@@ -15,28 +15,11 @@ import (
 	"github.com/idemkit/idem"
 )
 
-// path is one way of sending the write.
-type path string
-
-const (
-	pathBare      path = "bare"
-	pathIdem      path = "idem"
-	pathHTTP      path = "http"
-	pathReplay    path = "replay"
-	pathMismatch  path = "mismatch"
-	pathContended path = "contended"
-	// The same first requests and replays on a store with
-	// Config.ReadFirst: a read before the transaction.
-	pathIdemRF   path = "idem-rf"
-	pathReplayRF path = "replay-rf"
-	// The bare write plus a plain insert of the key: the floor under any
-	// scheme that records each request's key.
-	pathFloor path = "floor"
-)
-
-var allPaths = []path{pathBare, pathFloor, pathIdem, pathHTTP, pathIdemRF, pathReplay, pathReplayRF, pathMismatch, pathContended}
-
 const scope = "tenant-1 POST /orders"
+
+// scheme sends request req (number n) and reports its outcome: how one way
+// of recording the request (or none, for the bare write) sends the write.
+type scheme func(ctx context.Context, req idem.Request, n int64) (idem.Outcome, error)
 
 // op runs request i of a cell and reports the outcome (Won for the bare
 // write and a 2xx from the middleware).
@@ -50,6 +33,9 @@ type cell struct {
 	clients int
 	round   int
 
+	// ops counts the requests that succeeded; only they count for
+	// throughput and latency. A cell with errors is excluded from the
+	// tables and plots, and reported.
 	ops      int64
 	errors   int64
 	firstErr error
@@ -78,7 +64,8 @@ func (c *cell) percentile(p float64) time.Duration {
 }
 
 // measure runs fn from clients goroutines until dur has passed or maxOps
-// requests were sent. Requests in flight at the deadline finish and count.
+// requests were sent. Requests in flight at the deadline finish and count;
+// requests that fail are counted apart and not in throughput.
 func measure(ctx context.Context, t *target, clients int, dur time.Duration, maxOps int64, fn op) *cell {
 	return measureUntil(ctx, t, clients, dur, maxOps, fn, nil)
 }
@@ -113,14 +100,17 @@ func measureUntil(ctx context.Context, t *target, clients int, dur time.Duration
 				}
 				t0 := time.Now()
 				out, err := fn(ctx, i)
-				lat = append(lat, time.Since(t0))
 				if err != nil {
+					if ctx.Err() != nil {
+						break // the run is ending: not the path's error
+					}
 					errCount.Add(1)
 					if firstErr == nil {
 						firstErr = err
 					}
 					continue
 				}
+				lat = append(lat, time.Since(t0))
 				if out >= 0 && int(out) < len(outcomes) {
 					outcomes[out]++
 				}
@@ -181,57 +171,50 @@ func request(k keySpace, i int64, variant string) idem.Request {
 	return idem.Request{Scope: scope, Key: k.key(i), Fingerprint: idem.FingerprintRequest(http.MethodPost, "/orders", requestBody(i, variant))}
 }
 
-// ops returns the request function of path p. done is the key space and
-// count of the idem cell whose keys replay and mismatch reuse.
-func ops(t *target, p path, ks keySpace, clients int, done keySpace, doneN int64) op {
-	switch p {
-	case pathBare:
-		return func(ctx context.Context, i int64) (idem.Outcome, error) { return idem.Won, t.bare(ctx, i) }
-	case pathIdem:
-		return func(ctx context.Context, i int64) (idem.Outcome, error) { return t.do(ctx, request(ks, i, ""), i) }
-	case pathFloor:
-		return func(ctx context.Context, i int64) (idem.Outcome, error) {
-			return idem.Won, t.floor(ctx, request(ks, i, ""))
-		}
-	case pathIdemRF:
-		return func(ctx context.Context, i int64) (idem.Outcome, error) {
-			return t.doReadFirst(ctx, request(ks, i, ""), i)
-		}
-	case pathReplay, pathReplayRF, pathMismatch:
+// ops returns the request function of path d on target t: its scheme,
+// given the keys of the cell (ks) and, for replays and mismatches, the key
+// space and count of the cell whose completed keys it sends again.
+func ops(t *target, d pathDef, ks keySpace, clients int, done keySpace, doneN int64) op {
+	send := t.schemes[d.scheme]
+	if send == nil {
+		panic(fmt.Sprintf("target %s has no scheme %q", t.name, d.scheme))
+	}
+	switch d.keys {
+	case replayKeys, mismatchKeys:
 		variant := ""
-		if p == pathMismatch {
+		if d.keys == mismatchKeys {
 			variant = `,"changed":true`
-		}
-		do := t.do
-		if p == pathReplayRF {
-			do = t.doReadFirst
 		}
 		return func(ctx context.Context, i int64) (idem.Outcome, error) {
 			j := i % max(doneN, 1)
-			return do(ctx, request(done, j, variant), j)
+			return send(ctx, request(done, j, variant), j)
 		}
-	case pathContended:
+	case contendedKeys:
 		// Consecutive requests share a key, so all clients race on the
 		// one or two keys being sent at any moment.
 		return func(ctx context.Context, i int64) (idem.Outcome, error) {
 			g := i / int64(clients)
-			return t.do(ctx, request(ks, g, ""), g)
-		}
-	case pathHTTP:
-		return func(ctx context.Context, i int64) (idem.Outcome, error) {
-			r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/orders", bytes.NewReader(requestBody(i, "")))
-			r.Header.Set("Idempotency-Key", ks.key(i))
-			r.Header.Set("Content-Type", "application/json")
-			w := httptest.NewRecorder()
-			t.handler.ServeHTTP(w, r)
-			switch {
-			case w.Code == http.StatusCreated && w.Header().Get("Idempotent-Replayed") == "":
-				return idem.Won, nil
-			case w.Code == http.StatusCreated:
-				return idem.Replay, nil
-			}
-			return 0, fmt.Errorf("middleware answered %d: %s", w.Code, bytes.TrimSpace(w.Body.Bytes()))
+			return send(ctx, request(ks, g, ""), g)
 		}
 	}
-	panic("unknown path " + p)
+	return func(ctx context.Context, i int64) (idem.Outcome, error) { return send(ctx, request(ks, i, ""), i) }
+}
+
+// httpScheme sends requests through the middleware h (ServeHTTP, no
+// network): a 201 is Won, a replayed 201 Replay, anything else an error.
+func httpScheme(h http.Handler) scheme {
+	return func(ctx context.Context, req idem.Request, n int64) (idem.Outcome, error) {
+		r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/orders", bytes.NewReader(requestBody(n, "")))
+		r.Header.Set("Idempotency-Key", req.Key)
+		r.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		switch {
+		case w.Code == http.StatusCreated && w.Header().Get("Idempotent-Replayed") == "":
+			return idem.Won, nil
+		case w.Code == http.StatusCreated:
+			return idem.Replay, nil
+		}
+		return 0, fmt.Errorf("middleware answered %d: %s", w.Code, bytes.TrimSpace(w.Body.Bytes()))
+	}
 }

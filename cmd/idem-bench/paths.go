@@ -1,0 +1,128 @@
+package main
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/idemkit/idem"
+)
+
+// path is one workload: a scheme (how a request's write and its record are
+// sent to the database) and the keys it sends.
+type path string
+
+// keyUse says which keys a path sends.
+type keyUse int
+
+const (
+	// freshKeys: a new key per request.
+	freshKeys keyUse = iota
+	// replayKeys: keys another path completed in the same round, same body.
+	replayKeys
+	// mismatchKeys: those keys with another body.
+	mismatchKeys
+	// contendedKeys: consecutive requests share a key, so all clients race
+	// on the one or two keys being sent at any moment.
+	contendedKeys
+)
+
+// pathDef defines a path.
+type pathDef struct {
+	name   path
+	scheme string // the target's scheme that sends it
+	keys   keyUse
+	of     path // replayKeys, mismatchKeys: the path whose keys it sends
+	about  string
+}
+
+// Schemes: the ways a request is sent. A target has the ones its backend
+// supports; a path whose scheme a target lacks is skipped there.
+const (
+	schemeBare       = "bare"
+	schemeFloor      = "floor"
+	schemeFloorPlain = "floor-plain"
+	schemeSeed       = "seed"
+	schemeSeedPlain  = "seed-plain"
+	schemeIdem       = "idem"
+	schemeHTTP       = "http"
+	schemeReadFirst  = "idem-rf"
+	schemePeek       = "idem-pr"
+	schemeClaimRead  = "idem-cr"
+	schemeLock       = "lock"
+)
+
+const (
+	pathBare          path = "bare"
+	pathFloor         path = "floor"
+	pathFloorPlain    path = "floor-plain"
+	pathSeed          path = "seed"
+	pathSeedPlain     path = "seed-plain"
+	pathIdem          path = "idem"
+	pathHTTP          path = "http"
+	pathIdemRF        path = "idem-rf"
+	pathIdemPR        path = "idem-pr"
+	pathIdemCR        path = "idem-cr"
+	pathLock          path = "lock"
+	pathReplay        path = "replay"
+	pathReplayRF      path = "replay-rf"
+	pathReplayPR      path = "replay-pr"
+	pathReplayCR      path = "replay-cr"
+	pathSeedReplay    path = "seed-replay"
+	pathLockReplay    path = "lock-replay"
+	pathMismatch      path = "mismatch"
+	pathContended     path = "contended"
+	pathLockContended path = "lock-contended"
+)
+
+// pathDefs are every path, writes first (their order rotates each round),
+// then the paths that send keys the writes completed.
+var pathDefs = []pathDef{
+	{pathBare, schemeBare, freshKeys, "", "the user's write alone: BEGIN; INSERT an order; COMMIT, each statement sent as the application sends it"},
+	{pathFloor, schemeFloor, freshKeys, "", "bare plus one plain INSERT of the key into the idem table, sent the way idem sends its own statements (pgx: with COMMIT; MariaDB: values inlined; SQLite: prepared)"},
+	{pathFloorPlain, schemeFloorPlain, freshKeys, "", "floor with every statement sent alone, as the driver does by default"},
+	{pathSeed, schemeSeed, freshKeys, "", "the seed's SQL as written (claim INSERT ... ON CONFLICT DO NOTHING RETURNING, or a plain INSERT and 1062 on MySQL; the order; UPDATE ... SET response; COMMIT), sent the way idem sends its own statements (pgx: BEGIN with the claim, the UPDATE with COMMIT; MariaDB: values inlined; SQLite: prepared)"},
+	{pathSeedPlain, schemeSeedPlain, freshKeys, "", "seed with every statement sent alone, as the driver does by default"},
+	{pathIdem, schemeIdem, freshKeys, "", "the write inside Store.Do"},
+	{pathHTTP, schemeHTTP, freshKeys, "", "the write behind the idemhttp middleware, through ServeHTTP (no network)"},
+	{pathIdemRF, schemeReadFirst, freshKeys, "", "Store.Do with Config.ReadFirst: a read before the transaction"},
+	{pathIdemPR, schemePeek, freshKeys, "", "Store.Do on a PostgreSQL dialect (written in the benchmark) that pipelines the read of the record with the claim: BEGIN, claim and read in one round trip"},
+	{pathIdemCR, schemeClaimRead, freshKeys, "", "Store.Do on a PostgreSQL dialect (written in the benchmark) whose claim also returns the record it lost to when its snapshot holds it (a settled key): one statement, with BEGIN in one round trip"},
+	{pathLock, schemeLock, freshKeys, "", "Store.Do on a dialect (written in the benchmark) that decides the winner under a lock without writing (PostgreSQL: transaction-scoped advisory lock; SQLite: the write lock BEGIN IMMEDIATE holds; MariaDB: a locking read of the key) and writes the completed record once, at the end"},
+	{pathReplay, schemeIdem, replayKeys, pathIdem, "keys the idem cell completed, sent again through Store.Do"},
+	{pathReplayRF, schemeReadFirst, replayKeys, pathIdem, "those keys through Store.Do with Config.ReadFirst"},
+	{pathReplayPR, schemePeek, replayKeys, pathIdem, "those keys through the idem-pr dialect: BEGIN, claim and read in one round trip, then ROLLBACK"},
+	{pathReplayCR, schemeClaimRead, replayKeys, pathIdem, "those keys through the idem-cr dialect: BEGIN and the claim that returns the record in one round trip, then ROLLBACK"},
+	{pathSeedReplay, schemeSeed, replayKeys, pathSeed, "keys the seed cell completed, sent again through the seed's SQL (the claim finds the key; the record is read in the same transaction)"},
+	{pathLockReplay, schemeLock, replayKeys, pathLock, "keys the lock cell completed, sent again through the lock dialect"},
+	{pathMismatch, schemeIdem, mismatchKeys, pathIdem, "keys the idem cell completed, with another body"},
+	{pathContended, schemeIdem, contendedKeys, "", "Store.Do, all clients racing on the one or two keys being sent at any moment"},
+	{pathLockContended, schemeLock, contendedKeys, "", "the lock dialect, all clients racing on the one or two keys being sent at any moment"},
+}
+
+func defOf(p path) (pathDef, bool) {
+	i := slices.IndexFunc(pathDefs, func(d pathDef) bool { return d.name == p })
+	if i < 0 {
+		return pathDef{}, false
+	}
+	return pathDefs[i], true
+}
+
+func allPathNames() string {
+	var names []string
+	for _, d := range pathDefs {
+		names = append(names, string(d.name))
+	}
+	return strings.Join(names, ",")
+}
+
+// expected is the outcome a request of p should have.
+func expected(p path) idem.Outcome {
+	d, _ := defOf(p)
+	switch d.keys {
+	case replayKeys:
+		return idem.Replay
+	case mismatchKeys:
+		return idem.Mismatch
+	}
+	return idem.Won
+}

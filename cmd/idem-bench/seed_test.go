@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+// newTestSQLite is the benchmark's SQLite target in a temporary directory.
+func newTestSQLite(t *testing.T) *target {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "idem-bench-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := newSQLiteTarget(dir, 4)
+	if err != nil {
+		os.RemoveAll(dir)
+		t.Fatal(err)
+	}
+	t.Cleanup(tg.close)
+	return tg
+}
+
+// countOrders counts the user's rows.
+func countOrders(t *testing.T, tg *target) int64 {
+	t.Helper()
+	var n int64
+	if err := tg.db.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM `+tg.orders).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestSchemesOneWinner races every scheme that records a key on SQLite:
+// of many requests with one key exactly one wins and writes one order; the
+// others replay its response (the seed's SQL as written, idem, and the
+// alternatives).
+func TestSchemesOneWinner(t *testing.T) {
+	tg := newTestSQLite(t)
+	for _, name := range []string{schemeSeed, schemeSeedPlain, schemeIdem, schemeReadFirst, schemeLock, schemeHTTP} {
+		t.Run(name, func(t *testing.T) {
+			send := tg.schemes[name]
+			if send == nil {
+				t.Fatalf("the SQLite target has no scheme %q", name)
+			}
+			before := countOrders(t, tg)
+			req := request(newKeySpace("race", path(name), 1, 0), 7, "")
+			var mu sync.Mutex
+			got := map[idem.Outcome]int{}
+			var wg sync.WaitGroup
+			for range 16 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					out, err := send(t.Context(), req, 7)
+					mu.Lock()
+					defer mu.Unlock()
+					if err != nil {
+						t.Errorf("%s: %v", name, err)
+						return
+					}
+					got[out]++
+				}()
+			}
+			wg.Wait()
+			if got[idem.Won] != 1 || got[idem.Replay] != 15 {
+				t.Fatalf("%s: outcomes %v, want 1 won and 15 replays", name, got)
+			}
+			if n := countOrders(t, tg) - before; n != 1 {
+				t.Fatalf("%s: %d orders written, want 1", name, n)
+			}
+			// Another body with the same key is a mismatch.
+			other := request(newKeySpace("race", path(name), 1, 0), 7, `,"changed":true`)
+			if out, err := send(t.Context(), other, 7); name != schemeHTTP && (err != nil || out != idem.Mismatch) {
+				t.Fatalf("%s with another body: %v, %v, want mismatch", name, out, err)
+			}
+		})
+	}
+}
+
+// TestYardsticksWrite checks that bare, floor and seed (both styles) each
+// write an order, and floor and seed a record.
+func TestYardsticksWrite(t *testing.T) {
+	tg := newTestSQLite(t)
+	for i, name := range []string{schemeBare, schemeFloor, schemeFloorPlain, schemeSeed, schemeSeedPlain} {
+		before := countOrders(t, tg)
+		req := request(newKeySpace("write", path(name), 1, 0), int64(i), "")
+		out, err := tg.schemes[name](t.Context(), req, int64(i))
+		if err != nil || out != idem.Won {
+			t.Fatalf("%s: %v, %v, want won", name, out, err)
+		}
+		if n := countOrders(t, tg) - before; n != 1 {
+			t.Fatalf("%s: %d orders, want 1", name, n)
+		}
+	}
+}
+
+// TestSeedRecordsReplayThroughIdem: the seed stores its response the way
+// idem does (encodeHeader is idem's format), so idem replays it byte for
+// byte, and idem's stored header is what encodeHeader writes.
+func TestSeedRecordsReplayThroughIdem(t *testing.T) {
+	tg := newTestSQLite(t)
+	req := request(newKeySpace("compat", "seed", 1, 0), 42, "")
+	if out, err := tg.schemes[schemeSeed](t.Context(), req, 42); err != nil || out != idem.Won {
+		t.Fatalf("seed: %v, %v", out, err)
+	}
+	// Store.Do replays it: the response must be the seed's.
+	if out, err := tg.schemes[schemeIdem](t.Context(), req, 42); err != nil || out != idem.Replay {
+		t.Fatalf("idem on the seed's key: %v, %v, want replay", out, err)
+	}
+	db := tg.db
+	var header []byte
+	if err := db.QueryRowContext(t.Context(), `SELECT header FROM `+tg.keys+` WHERE idem_key = ?`, req.Key).Scan(&header); err != nil {
+		t.Fatal(err)
+	}
+	if want := encodeHeader(response(42).Header); !bytes.Equal(header, want) {
+		t.Fatalf("seed's stored header %x, want %x", header, want)
+	}
+	// And what idem stores is what encodeHeader writes.
+	won := request(newKeySpace("compat", "idem", 1, 0), 43, "")
+	if out, err := tg.schemes[schemeIdem](t.Context(), won, 43); err != nil || out != idem.Won {
+		t.Fatalf("idem: %v, %v", out, err)
+	}
+	if err := db.QueryRowContext(t.Context(), `SELECT header FROM `+tg.keys+` WHERE idem_key = ?`, won.Key).Scan(&header); err != nil {
+		t.Fatal(err)
+	}
+	if want := encodeHeader(response(43).Header); !bytes.Equal(header, want) {
+		t.Fatalf("idem's stored header %x, encodeHeader writes %x", header, want)
+	}
+	if len(encodeHeader(http.Header{})) != 0 {
+		t.Fatal("an empty header must encode as no bytes")
+	}
+}
+
+func TestInlineValues(t *testing.T) {
+	for _, tc := range []struct {
+		query string
+		args  []any
+		want  string
+		bad   bool
+	}{
+		{"SELECT ?, ?, ?", []any{int64(-5), 201, nil}, "SELECT -5, 201, NULL", false},
+		{"WHERE k = ?", []any{"a'b"}, "WHERE k = X'612762'", false},
+		{"WHERE f = ?", []any{[]byte{0, 0xff}}, "WHERE f = X'00FF'", false},
+		{"WHERE f = ?", []any{[]byte{}}, "WHERE f = X''", false},
+		{"SELECT ?", nil, "", true},
+		{"SELECT 1", []any{1}, "", true},
+		{"SELECT ?", []any{1.5}, "", true},
+	} {
+		got, err := inlineValues(tc.query, tc.args)
+		if (err != nil) != tc.bad || got != tc.want {
+			t.Errorf("inlineValues(%q, %v) = %q, %v; want %q (error %v)", tc.query, tc.args, got, err, tc.want, tc.bad)
+		}
+	}
+}
+
+func TestScaleRowsAscendAndDiffer(t *testing.T) {
+	const n = 5000
+	now := time.Now()
+	var prev string
+	seen := map[string]bool{}
+	var r scaleRow
+	for i := range int64(n) {
+		r.fill(i, n, now)
+		if len(r.key) != 36 || seen[r.key] || r.key <= prev {
+			t.Fatalf("key %d = %q after %q: want 36 characters, unique, ascending", i, r.key, prev)
+		}
+		if !r.expires.After(now) || !r.created.Before(now) {
+			t.Fatalf("row %d: created %v expires %v, want a live record", i, r.created, r.expires)
+		}
+		seen[r.key], prev = true, r.key
+	}
+	// The keys cover the key space: the last one starts high.
+	if prev[0] != 'f' {
+		t.Fatalf("last key %q: want the keys spread over the key space", prev)
+	}
+}
+
+// TestBulkLoadAndScaleOnSQLite loads a small scale table and measures
+// claims on it, as the scale test does.
+func TestBulkLoadAndScaleOnSQLite(t *testing.T) {
+	tg := newTestSQLite(t)
+	o := options{scaleRows: []int64{3000}, scaleConc: 2, scaleWindow: 200 * time.Millisecond, scaleLimit: time.Minute,
+		warmup: 50 * time.Millisecond, maxOps: 1000}
+	res, err := scaleTest(t.Context(), o, tg, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 1 || res[0].loaded != 3000 || res[0].loadErr != nil || res[0].claims == nil || res[0].claims.ops == 0 || res[0].claims.errors != 0 {
+		t.Fatalf("scale result %+v, want 3000 loaded and claims measured", res[0])
+	}
+	if res[0].size.rows < 3000 || res[0].size.tableBytes == 0 {
+		t.Fatalf("size %+v, want the loaded table's", res[0].size)
+	}
+	// The scale table is gone afterwards.
+	if _, err := tg.sizes(context.Background(), tg.keys+"_scale"); err == nil {
+		t.Fatal("the scale table outlived the test")
+	}
+}
+
+func TestPathsHaveSchemes(t *testing.T) {
+	tg := newTestSQLite(t)
+	for _, d := range pathDefs {
+		if d.scheme == schemePeek || d.scheme == schemeClaimRead {
+			continue // PostgreSQL only
+		}
+		if tg.schemes[d.scheme] == nil {
+			t.Errorf("path %s: the SQLite target has no scheme %q", d.name, d.scheme)
+		}
+		if d.keys == replayKeys || d.keys == mismatchKeys {
+			if of, ok := defOf(d.of); !ok || of.keys != freshKeys {
+				t.Errorf("path %s replays %q, which is not a write", d.name, d.of)
+			}
+		}
+	}
+	names := allPathNames()
+	for _, d := range pathDefs {
+		if !slices.Contains(split(names), string(d.name)) {
+			t.Errorf("path %s missing from the default list", d.name)
+		}
+	}
+}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	mysqldriver "github.com/go-sql-driver/mysql"
+
+	"github.com/idemkit/idem/dialect"
+	"github.com/idemkit/idem/mysql"
+)
+
+func mysqlSchema(ctx context.Context, exec func(ctx context.Context, s string) error, keys, orders string) error {
+	for _, s := range []string{
+		`DROP TABLE IF EXISTS ` + keys,
+		`DROP TABLE IF EXISTS ` + orders,
+		`CREATE TABLE ` + orders + ` (id BIGINT AUTO_INCREMENT PRIMARY KEY, customer BIGINT NOT NULL, item_id BIGINT NOT NULL,
+			created_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE=InnoDB`,
+	} {
+		if err := exec(ctx, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mysqlDigits is 0..9 as a derived table, crossed five times for 100,000
+// rows per chunk.
+const mysqlDigits = `(SELECT 0 d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4
+	UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)`
+
+const mysqlFill = `INSERT INTO %s (scope, idem_key, fingerprint, status, header, body, created_at, expires_at)
+SELECT 'purge', CONCAT('p-', n), UNHEX(SHA2(n, 256)), 201, '', CONCAT('{"order":', n, '}'),
+	UTC_TIMESTAMP(6) - INTERVAL 2 DAY, UTC_TIMESTAMP(6) - INTERVAL 1 DAY
+FROM (SELECT ? + a.d + 10*b.d + 100*c.d + 1000*e.d + 10000*f.d AS n
+	FROM ` + mysqlDigits + ` a, ` + mysqlDigits + ` b, ` + mysqlDigits + ` c, ` + mysqlDigits + ` e, ` + mysqlDigits + ` f) s
+WHERE n <= ?`
+
+// newMySQLTarget connects to MySQL or MariaDB with the DSN and extra DSN
+// parameters; prefix names its tables (targets on one server keep apart).
+func newMySQLTarget(dsn, params, prefix string, conns int, via *delayProxy) (*target, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if params != "" {
+		sep := "?"
+		if strings.Contains(dsn, "?") {
+			sep = "&"
+		}
+		dsn += sep + params
+	}
+	cfg, err := mysqldriver.ParseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	w := &wireStats{}
+	if cfg.TLS != nil {
+		w.opaque.Store(true)
+	}
+	cfg.DialFunc = countingDialer(w, func() protocol { return &mysqlProtocol{} }, via)
+	conn, err := mysqldriver.NewConnector(cfg)
+	if err != nil {
+		return nil, err
+	}
+	db := sql.OpenDB(conn)
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
+	var version, flush, logBin string
+	var bufferPool int64
+	if err := db.QueryRowContext(ctx, `SELECT VERSION(), @@innodb_flush_log_at_trx_commit, @@log_bin, @@innodb_buffer_pool_size`).Scan(&version, &flush, &logBin, &bufferPool); err != nil {
+		db.Close()
+		return nil, err
+	}
+	name := "mysql"
+	if strings.Contains(strings.ToLower(version), "mariadb") {
+		name = "mariadb"
+	}
+	if params != "" {
+		name += "?" + params
+	}
+	keys, orders := tableNames(prefix)
+	exec := sqlExec(db)
+	t := &target{name: name, family: "mysql", wire: w, onWire: true, keys: keys, orders: orders, schemes: map[string]scheme{}, db: db,
+		close:  func() { dropTables(exec, keys, orders, keys+"_schema"); db.Close() },
+		drop:   dropper(exec),
+		ping:   func(ctx context.Context) error { return exec(ctx, "SELECT 1") },
+		server: fmt.Sprintf("%s %s, innodb_flush_log_at_trx_commit=%s, log_bin=%s, innodb_buffer_pool_size=%dM", name, version, flush, logBin, bufferPool>>20)}
+	if err := mysqlSchema(ctx, exec, keys, orders); err != nil {
+		db.Close()
+		return nil, err
+	}
+	insertSQL := `INSERT INTO ` + orders + ` (customer, item_id) VALUES (?, ?)`
+	s := newSeedSQL("mysql", keys)
+	duplicate := func(err error) bool {
+		var me *mysqldriver.MySQLError
+		return errors.As(err, &me) && me.Number == 1062
+	}
+	t.schemes[schemeBare] = sqlBare(db, insertSQL)
+	t.schemes[schemeFloor] = sqlFloor(db, sqlStyle{inline: true}, s, insertSQL)
+	t.schemes[schemeSeed] = sqlSeed(db, sqlStyle{inline: true}, s, insertSQL, duplicate)
+	if !cfg.InterpolateParams {
+		// With interpolateParams the driver already sends values as text.
+		t.schemes[schemeFloorPlain] = sqlFloor(db, sqlStyle{}, s, insertSQL)
+		t.schemes[schemeSeedPlain] = sqlSeed(db, sqlStyle{}, s, insertSQL, duplicate)
+	}
+	drv, err := mysql.New(ctx, db, mysql.Options{})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	alternatives := map[string]dialect.Dialect{}
+	if base, ok := drv.Dialect().(*mysql.Dialect); ok && name != "mysql" {
+		// The lock alternative bounds its wait with MariaDB's SET STATEMENT.
+		alternatives[schemeLock] = newMariadbLock(base)
+	}
+	if err := storeOps(t, drv, sqlInsert(orders, "?, ?"), alternatives); err != nil {
+		db.Close()
+		return nil, err
+	}
+	t.sizes = sqlSizes(db, `ANALYZE TABLE %s`, `SELECT data_length, index_length FROM information_schema.tables
+		WHERE table_schema = DATABASE() AND table_name = ?`)
+	t.fillExpired = sqlFillExpired(db, fmt.Sprintf(mysqlFill, keys))
+	t.settle = func(ctx context.Context, table string) error {
+		if _, err := db.ExecContext(ctx, `ANALYZE TABLE `+table); err != nil {
+			return err
+		}
+		// InnoDB flushes and purges in the background; give it a moment.
+		select {
+		case <-time.After(10 * time.Second):
+		case <-ctx.Done():
+		}
+		return ctx.Err()
+	}
+	t.bulkLoad = func(ctx context.Context, table string, n int64, progress func(int64)) error {
+		return sqlBulkLoad(ctx, db, table, n, 1000, 100_000, "(?, ?, ?, ?, ?, ?, ?, ?)",
+			func(dst []any, r *scaleRow) []any {
+				return append(dst, r.scope, r.key, r.fingerprint[:], r.status, r.header, r.body, r.created, r.expires)
+			}, progress)
+	}
+	return t, nil
+}

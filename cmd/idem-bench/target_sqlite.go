@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	sqlitedriver "modernc.org/sqlite"
+
+	"github.com/idemkit/idem/dialect"
+	"github.com/idemkit/idem/sqlite"
+)
+
+func sqliteSchema(ctx context.Context, exec func(ctx context.Context, s string) error, keys, orders string) error {
+	for _, s := range []string{
+		`DROP TABLE IF EXISTS ` + keys,
+		`DROP TABLE IF EXISTS ` + orders,
+		`CREATE TABLE ` + orders + ` (id INTEGER PRIMARY KEY, customer INTEGER NOT NULL, item_id INTEGER NOT NULL,
+			created_at INTEGER NOT NULL DEFAULT (unixepoch()))`,
+	} {
+		if err := exec(ctx, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+const sqliteFill = `WITH RECURSIVE g(n) AS (SELECT ?1 UNION ALL SELECT n + 1 FROM g WHERE n < ?2)
+INSERT INTO %s (scope, idem_key, fingerprint, status, header, body, created_at, expires_at)
+SELECT 'purge', 'p-' || n, randomblob(32), 201, x'', '{"order":' || n || '}',
+	CAST((unixepoch('subsec') - 172800) * 1000000 AS INTEGER), CAST((unixepoch('subsec') - 86400) * 1000000 AS INTEGER)
+FROM g`
+
+// newSQLiteTarget opens a database file in dir with the settings
+// sqlite.Open applies, through a connector that counts statements.
+func newSQLiteTarget(dir string, conns int) (*target, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	path := filepath.Join(dir, "bench.db")
+	dsn := "file:" + path + "?_txlock=immediate&_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)"
+	base, err := sqlitedriver.NewConnector(dsn)
+	if err != nil {
+		return nil, err
+	}
+	w := &wireStats{}
+	db := sql.OpenDB(countingConnector{Connector: base, stats: w})
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
+	var version, journal string
+	var synchronous int
+	if err := db.QueryRowContext(ctx, `SELECT sqlite_version()`).Scan(&version); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := db.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&journal); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := db.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&synchronous); err != nil {
+		db.Close()
+		return nil, err
+	}
+	keys, orders := tableNames("bench_sqlite")
+	exec := sqlExec(db)
+	t := &target{name: "sqlite", family: "sqlite", wire: w, keys: keys, orders: orders, schemes: map[string]scheme{}, db: db,
+		server: fmt.Sprintf("SQLite %s (modernc.org/sqlite), journal_mode=%s, synchronous=%d, %d connection(s), file in %s", version, journal, synchronous, conns, dir),
+		close:  func() { db.Close(); _ = os.RemoveAll(dir) },
+		drop:   dropper(exec)}
+	if err := sqliteSchema(ctx, exec, keys, orders); err != nil {
+		db.Close()
+		return nil, err
+	}
+	drv, err := sqlite.New(ctx, db, sqlite.Options{})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	lite, _ := drv.Dialect().(*sqlite.Dialect)
+	if err := storeOps(t, drv, sqlInsert(orders, "?, ?"), map[string]dialect.Dialect{schemeLock: newSQLiteLock(lite)}); err != nil {
+		db.Close()
+		return nil, err
+	}
+	// After Migrate made the idem table: the yardsticks' statements.
+	if err := sqliteYardsticks(ctx, t, db); err != nil {
+		db.Close()
+		return nil, err
+	}
+	t.sizes = sqlSizes(db, "", `SELECT
+		COALESCE((SELECT SUM(pgsize) FROM dbstat WHERE name = ?1), 0),
+		COALESCE((SELECT SUM(pgsize) FROM dbstat WHERE name IN (SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = ?1)), 0)`)
+	t.fillExpired = sqlFillExpired(db, fmt.Sprintf(sqliteFill, keys))
+	t.settle = func(ctx context.Context, _ string) error {
+		_, err := db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
+		return err
+	}
+	t.bulkLoad = func(ctx context.Context, table string, n int64, progress func(int64)) error {
+		return sqlBulkLoad(ctx, db, table, n, 500, 200_000, "(?, ?, ?, ?, ?, ?, ?, ?)",
+			func(dst []any, r *scaleRow) []any {
+				return append(dst, r.scope, r.key, r.fingerprint[:], r.status, r.header, r.body, r.created.UnixMicro(), r.expires.UnixMicro())
+			}, progress)
+	}
+	return t, nil
+}
+
+// sqliteYardsticks adds the bare write, the floor and the seed on db, whose
+// idem table exists; the idem style prepares their statements once.
+func sqliteYardsticks(ctx context.Context, t *target, db *sql.DB) error {
+	insertSQL := `INSERT INTO ` + t.orders + ` (customer, item_id) VALUES (?, ?)`
+	s := newSeedSQL("sqlite", t.keys)
+	prepared, err := prepareAll(ctx, db, s.floor, s.claim, s.read, s.update)
+	if err != nil {
+		return err
+	}
+	st := sqlStyle{prepared: prepared}
+	t.schemes[schemeBare] = sqlBare(db, insertSQL)
+	t.schemes[schemeFloor] = sqlFloor(db, st, s, insertSQL)
+	t.schemes[schemeFloorPlain] = sqlFloor(db, sqlStyle{}, s, insertSQL)
+	t.schemes[schemeSeed] = sqlSeed(db, st, s, insertSQL, nil)
+	t.schemes[schemeSeedPlain] = sqlSeed(db, sqlStyle{}, s, insertSQL, nil)
+	return nil
+}
