@@ -44,7 +44,7 @@ func (s *Store[TTx]) Do(ctx context.Context, req Request, fn Func[TTx], opts ...
 	if fn == nil {
 		return Result{}, fmt.Errorf("%w: nil function", ErrInvalidConfig)
 	}
-	if s.cfg.ReadFirst {
+	if s.readsFirst() {
 		if res, done, err := s.readFirst(ctx, req); err != nil || done {
 			return res, err
 		}

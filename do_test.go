@@ -37,7 +37,7 @@ func TestDoControlFlow(t *testing.T) {
 		commits   int
 		lookups   int
 	}
-	readFirst := idem.Config{ReadFirst: true}
+	readFirst := idem.Config{ReadFirst: idem.ReadFirstAlways}
 	lookupFinds := func(rec dialect.Record) func(f *fakeDriver, _ context.CancelFunc) {
 		return func(f *fakeDriver, _ context.CancelFunc) {
 			f.lookup = func(a dialect.LookupArgs) (dialect.Record, bool, error) {
@@ -471,8 +471,8 @@ func TestDoNoStatus(t *testing.T) {
 
 	stored := dialect.Record{Scope: req.Scope, Key: req.Key, Fingerprint: req.Fingerprint[:], State: dialect.Completed,
 		Status: 0, Header: []byte{}, Body: []byte("order 7")}
-	for _, readFirst := range []bool{false, true} {
-		t.Run(fmt.Sprintf("read-first=%v", readFirst), func(t *testing.T) {
+	for _, readFirst := range []idem.ReadFirstPolicy{idem.ReadFirstNever, idem.ReadFirstAlways} {
+		t.Run("read-first="+readFirst.String(), func(t *testing.T) {
 			store, f, err := newFakeStore(idem.Config{ReadFirst: readFirst})
 			if err != nil {
 				t.Fatal(err)

@@ -20,9 +20,10 @@
 //     do nothing) or InFlight (another transaction holds the key past the
 //     wait bound: answer 409 and let the client retry).
 //   - Store.Do owns the transaction and runs the whole lifecycle around a
-//     function, retrying serialization failures and deadlocks. With
-//     Config.ReadFirst it first reads the key outside any transaction and
-//     answers a settled key (Replay, Mismatch) from that read.
+//     function, retrying serialization failures and deadlocks. While recent
+//     requests were mostly retries (Config.ReadFirst, ReadFirstAuto by
+//     default) it first reads the key outside any transaction and answers a
+//     settled key (Replay, Mismatch) from that read.
 //
 // # Calling out: lease mode
 //

@@ -129,11 +129,13 @@ func ExampleStore_Claim() {
 	// Output: true 201 created
 }
 
-// With ReadFirst, a retry of completed work is answered from one read,
-// before any transaction begins; the first request still claims.
+// With ReadFirstAlways, a retry of completed work is answered from one
+// read, before any transaction begins; the first request still claims.
+// (The default, ReadFirstAuto, does this once most recent requests were
+// retries.)
 func ExampleConfig_readFirst() {
 	ctx := context.Background()
-	db, store := openOrders(idem.Config{ReadFirst: true})
+	db, store := openOrders(idem.Config{ReadFirst: idem.ReadFirstAlways})
 	defer db.Close()
 
 	runs := 0

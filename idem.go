@@ -77,15 +77,16 @@ type Config struct {
 	CommitTimeout time.Duration
 	// PurgeBatch is how many expired records one purge transaction deletes.
 	PurgeBatch int
-	// ReadFirst makes Do read the key's record before it begins a
-	// transaction, and answer a completed record (Replay) or one with
+	// ReadFirst says when Do reads the key's record before it begins a
+	// transaction, and answers a completed record (Replay) or one with
 	// another fingerprint (Mismatch) from that read: no transaction, no
 	// claim, no wait. A retry gets cheaper (on PostgreSQL one statement
-	// instead of four) and every first request pays one more statement and
-	// round trip, so it suits clients that retry often. A key that is new,
+	// instead of three or four) and a request that goes on to claim pays
+	// one more statement and round trip. The default, ReadFirstAuto, reads
+	// first while recent requests were mostly retries. A key that is new,
 	// expired or in flight is still decided by the claim; Store.Claim does
 	// not read first.
-	ReadFirst bool
+	ReadFirst ReadFirstPolicy
 	// PurgeDutyCycle is the share of wall time Purge spends in batches,
 	// above 0 and at most 1: after each batch it pauses for the batch's
 	// duration times (1-d)/d. 1 runs batches back to back (fastest, but on a
@@ -163,6 +164,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Lease >= c.Retention {
 		return c, fmt.Errorf("%w: Lease %v must be shorter than Retention %v", ErrInvalidConfig, c.Lease, c.Retention)
 	}
+	if c.ReadFirst < ReadFirstAuto || c.ReadFirst > ReadFirstNever {
+		return c, fmt.Errorf("%w: ReadFirst %v is not a policy", ErrInvalidConfig, c.ReadFirst)
+	}
 	if c.StoreStatus == nil {
 		c.StoreStatus = DefaultStoreStatus
 	}
@@ -191,6 +195,9 @@ type core struct {
 	cfg   Config
 	// doObserver is cfg.Observer when it is a DoObserver.
 	doObserver DoObserver
+	// settled tracks how many recent claims found a settled record, for
+	// ReadFirstAuto.
+	settled *settledShare
 }
 
 // New returns a Store running on driver. It fails with ErrInvalidConfig for a
@@ -207,7 +214,7 @@ func New[TTx any](driver dialect.Driver[TTx], cfg Config) (*Store[TTx], error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: table: %w", ErrInvalidConfig, err)
 	}
-	s := &Store[TTx]{core: core{d: driver.Dialect(), table: table, cfg: cfg}, driver: driver}
+	s := &Store[TTx]{core: core{d: driver.Dialect(), table: table, cfg: cfg, settled: &settledShare{}}, driver: driver}
 	s.doObserver, _ = cfg.Observer.(DoObserver)
 	return s, nil
 }

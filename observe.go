@@ -183,6 +183,7 @@ func (c *core) emit(ctx context.Context, e Event) {
 
 // claimed reports a decided claim.
 func (c *core) claimed(ctx context.Context, req Request, o Outcome, started time.Time, readFirst bool) {
+	c.settled.observe(o)
 	var wait time.Duration
 	if !started.IsZero() {
 		wait = time.Since(started)

@@ -229,7 +229,7 @@ func TestObserverEvents(t *testing.T) {
 
 	t.Run("read first", func(t *testing.T) {
 		rec := &recorder{}
-		s, f, err := newFakeStore(idem.Config{Observer: rec, ReadFirst: true})
+		s, f, err := newFakeStore(idem.Config{Observer: rec, ReadFirst: idem.ReadFirstAlways})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -152,7 +152,7 @@ func testReplayEmptyBody[TTx any](t *testing.T, b Backend[TTx]) {
 // is completed, not pending. Done without a payload replays an empty body.
 func testNoStatusReplays[TTx any](t *testing.T, b Backend[TTx]) {
 	e := setup(t, b, idem.Config{})
-	readFirst, err := idem.New(e.Driver, idem.Config{Table: e.Table, WaitBound: DefaultWaitBound, ReadFirst: true})
+	readFirst, err := idem.New(e.Driver, idem.Config{Table: e.Table, WaitBound: DefaultWaitBound, ReadFirst: idem.ReadFirstAlways})
 	if err != nil {
 		e.Fatalf("", "idem.New with ReadFirst: %v", err)
 	}

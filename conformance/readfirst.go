@@ -12,7 +12,7 @@ import (
 // and a key past its retention is claimed afresh.
 func testReadFirstSettledKeys[TTx any](t *testing.T, b Backend[TTx]) {
 	clk := newClock(t0)
-	e := setup(t, b, idem.Config{ReadFirst: true, Retention: retention, Clock: clk.Now})
+	e := setup(t, b, idem.Config{ReadFirst: idem.ReadFirstAlways, Retention: retention, Clock: clk.Now})
 	req := request("rf-1", "body")
 	first := e.do(e.Store, req, e.work("rf-1", created("first")))
 	if first.Outcome != idem.Won || !first.Committed {
@@ -49,7 +49,7 @@ func testReadFirstSettledKeys[TTx any](t *testing.T, b Backend[TTx]) {
 // waits for the holder and replays its response. Racing clients on a new key
 // make one effect.
 func testReadFirstOpenKeys[TTx any](t *testing.T, b Backend[TTx]) {
-	e := setupObserved(t, b, idem.Config{ReadFirst: true, MaxAttempts: 40})
+	e := setupObserved(t, b, idem.Config{ReadFirst: idem.ReadFirstAlways, MaxAttempts: 40})
 	loserWaitsThenReplays(e, "rf-held")
 
 	const n = 16

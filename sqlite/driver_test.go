@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -126,33 +127,53 @@ func TestClassifyErrors(t *testing.T) {
 }
 
 // Begin sets the wait bound as the connection's busy_timeout for the
-// transaction only: afterwards the pool's connections have theirs back.
+// transaction only: afterwards the pool's connections have theirs back,
+// the DSN's (Open's default, or one the DSN names).
 func TestBeginRestoresBusyTimeout(t *testing.T) {
-	ctx := context.Background()
-	db := openFile(t)
-	db.SetMaxOpenConns(1) // every statement below uses the connection Do used
-	d, err := sqlite.New(t.Context(), db, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := idem.New(d, idem.Config{WaitBound: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	req := idem.Request{Scope: "s", Key: "k", Fingerprint: idem.FingerprintRequest("POST", "/", nil)}
-	if _, err := store.Do(ctx, req, func(context.Context, *sql.Tx) (idem.Response, error) {
-		return idem.Response{Status: 200}, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	var ms int64
-	if err := db.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&ms); err != nil {
-		t.Fatal(err)
-	}
-	if want := sqlite.DefaultBusyTimeout.Milliseconds(); ms != want {
-		t.Fatalf("busy_timeout after Do = %d ms, want the pool's %d ms back", ms, want)
+	for _, tc := range []struct {
+		name string
+		dsn  func(path string) string
+		want int64 // the pool's busy_timeout, ms
+	}{
+		{"default", func(path string) string { return path }, sqlite.DefaultBusyTimeout.Milliseconds()},
+		{"from the DSN", func(path string) string { return "file:" + path + "?_pragma=busy_timeout(1234)" }, 1234},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			db, err := sqlite.Open(tc.dsn(filepath.Join(t.TempDir(), "idem.db")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			db.SetMaxOpenConns(1) // every statement below uses the connection Do used
+			d, err := sqlite.New(t.Context(), db, sqlite.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			store, err := idem.New(d, idem.Config{WaitBound: 50 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := store.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			req := idem.Request{Scope: "s", Key: "k", Fingerprint: idem.FingerprintRequest("POST", "/", nil)}
+			var inside int64
+			if _, err := store.Do(ctx, req, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+				return idem.Response{Status: 200}, tx.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&inside)
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if inside != 50 {
+				t.Errorf("busy_timeout inside Do = %d ms, want the wait bound's 50", inside)
+			}
+			var ms int64
+			if err := db.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&ms); err != nil {
+				t.Fatal(err)
+			}
+			if ms != tc.want {
+				t.Fatalf("busy_timeout after Do = %d ms, want the pool's %d ms back", ms, tc.want)
+			}
+		})
 	}
 }

@@ -53,6 +53,9 @@ type Driver struct {
 	dialect *Dialect
 	pool    poolPreparer
 	stmts   *stmtCache
+	// busy is the pool's busy_timeout in milliseconds, read once by New:
+	// the DSN sets it for every connection the pool opens.
+	busy int64
 }
 
 var _ dialect.Driver[*sql.Tx] = (*Driver)(nil)
@@ -60,7 +63,10 @@ var _ dialect.Driver[*sql.Tx] = (*Driver)(nil)
 // New returns a Driver on db, which should come from Open. It checks that db
 // uses the modernc.org/sqlite driver, and refuses an in-memory database whose
 // pooled connections would each see a different database; ctx bounds that
-// check.
+// check. It reads the pool's busy_timeout once, from one connection: every
+// connection is taken to have the busy_timeout the DSN gives it (Open sets
+// DefaultBusyTimeout). Set it there, not with a PRAGMA on one pooled
+// connection, which a transaction of idem's would undo.
 func New(ctx context.Context, db *sql.DB, _ Options) (*Driver, error) {
 	if db == nil {
 		return nil, fmt.Errorf("sqlite: %w: nil *sql.DB", dialect.ErrInvalidConfig)
@@ -75,8 +81,12 @@ func New(ctx context.Context, db *sql.DB, _ Options) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
+	var busy int64
+	if err := db.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&busy); err != nil {
+		return nil, fmt.Errorf("sqlite: read busy_timeout: %w", err)
+	}
 	stmts := newStmtCache(db)
-	return &Driver{db: db, dialect: NewDialect(), pool: poolPreparer{Queryer: pool, cache: stmts}, stmts: stmts}, nil
+	return &Driver{db: db, dialect: NewDialect(), pool: poolPreparer{Queryer: pool, cache: stmts}, stmts: stmts, busy: busy}, nil
 }
 
 // Dialect returns the SQLite dialect.
@@ -102,10 +112,11 @@ func (d *Driver) Wrap(tx *sql.Tx) (dialect.Queryer, error) {
 
 // Begin starts a write transaction on a dedicated connection whose
 // busy_timeout is the wait bound, so BEGIN IMMEDIATE waits at most that long
-// for another writer. The connection's own busy_timeout is put back when the
+// for another writer. The pool's busy_timeout is put back when the
 // transaction ends, so other users of the pool keep theirs; when it already
-// is the wait bound, Begin sets nothing. Any isolation level is accepted:
-// SQLite's transactions are serializable.
+// is the wait bound (Open's default and the default WaitBound), Begin sends
+// no statement for it. Any isolation level is accepted: SQLite's
+// transactions are serializable.
 func (d *Driver) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.Tx[*sql.Tx], error) {
 	// Statements first seen in earlier transactions are prepared here,
 	// while this goroutine holds no connection.
@@ -114,11 +125,7 @@ func (d *Driver) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.
 	if err != nil {
 		return nil, err
 	}
-	var previous int64
-	if err := conn.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&previous); err != nil {
-		conn.Close()
-		return nil, err
-	}
+	previous := d.busy
 	wait := opts.WaitBound
 	if wait <= 0 {
 		wait = DefaultBusyTimeout

@@ -2,7 +2,6 @@ package sqlite_test
 
 import (
 	"database/sql"
-	"database/sql/driver"
 	"path/filepath"
 	"testing"
 	"time"
@@ -43,28 +42,9 @@ func TestConformance(t *testing.T) {
 var insertLegacy = conformance.LegacyInserter(`INSERT INTO "%s" (scope, idem_key, fingerprint, status, header, body, created_at, expires_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, func(t time.Time) any { return t.UnixMicro() })
 
-// beginReadOnly begins a transaction on a connection of d's database and
-// turns its query_only pragma on, so every write in it fails with
-// SQLITE_READONLY. (BEGIN IMMEDIATE itself would fail on a connection that
-// is query_only already.)
+// beginReadOnly begins a transaction on d's database whose connection
+// refuses writes (SQLite has no read-only transactions): every write in it
+// fails with SQLITE_READONLY.
 func beginReadOnly(t *testing.T, d dialect.Driver[*sql.Tx]) *sql.Tx {
-	t.Helper()
-	conn, err := d.(*sqlite.Driver).DB().Conn(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tx, err := conn.BeginTx(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = tx.Rollback()
-		// Not back to the pool with query_only on.
-		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-		conn.Close()
-	})
-	if _, err := tx.ExecContext(t.Context(), "PRAGMA query_only = ON"); err != nil {
-		t.Fatal(err)
-	}
-	return tx
+	return conformance.BeginReadOnlySQL(t, d.(*sqlite.Driver).DB(), "PRAGMA query_only = ON")
 }

@@ -283,6 +283,7 @@ func (r *report) writeTargets(w io.Writer, all []*summary) {
 		{"idem-rf / idem", pathIdemRF, pathIdem, nil},
 		{"replay / bare (≥ 1.5 at 16, 64)", pathReplay, pathBare, func(c int, v float64) (string, bool) { return mark(v >= 1.5), c == 16 || c == 64 }},
 		{"replay-pr / bare", pathReplayPR, pathBare, nil},
+		{"replay-claim / bare", pathReplayClaim, pathBare, nil},
 		{"replay-cr / bare", pathReplayCR, pathBare, nil},
 		{"lock-replay / bare", pathLockReplay, pathBare, nil},
 		{"seed-replay / bare", pathSeedReplay, pathBare, nil},
@@ -325,7 +326,7 @@ func (r *report) writeTargets(w io.Writer, all []*summary) {
 
 	// Round trips of a first request, per scheme (target: database/sql on
 	// PostgreSQL costs what pgx costs).
-	rtPaths := []path{pathBare, pathFloor, pathFloorPlain, pathSeed, pathSeedPlain, pathIdem, pathIdemPR, pathIdemCR, pathLock, pathReplay, pathReplayPR, pathReplayCR, pathReplayRF}
+	rtPaths := []path{pathBare, pathFloor, pathFloorPlain, pathSeed, pathSeedPlain, pathIdem, pathIdemPR, pathIdemCR, pathLock, pathReplay, pathReplayClaim, pathReplayPR, pathReplayCR, pathReplayRF}
 	rtPaths = slices.DeleteFunc(rtPaths, func(p path) bool { return !slices.ContainsFunc(all, func(s *summary) bool { return s.path == p }) })
 	if len(rtPaths) == 0 || len(r.opts.clients) == 0 || !slices.ContainsFunc(r.targets(), r.onWire) {
 		return

@@ -122,11 +122,15 @@ func storeOps[TTx any](t *target, drv dialect.Driver[TTx], insert func(ctx conte
 	if err := store.Migrate(ctx); err != nil {
 		return err
 	}
-	readFirst, err := idem.New(drv, idem.Config{Table: t.keys, ReadFirst: true})
+	readFirst, err := idem.New(drv, idem.Config{Table: t.keys, ReadFirst: idem.ReadFirstAlways})
 	if err != nil {
 		return err
 	}
-	t.schemes[schemeIdem], t.schemes[schemeReadFirst] = doOn(store, insert), doOn(readFirst, insert)
+	claimOnly, err := idem.New(drv, idem.Config{Table: t.keys, ReadFirst: idem.ReadFirstNever})
+	if err != nil {
+		return err
+	}
+	t.schemes[schemeIdem], t.schemes[schemeReadFirst], t.schemes[schemeClaimOnly] = doOn(store, insert), doOn(readFirst, insert), doOn(claimOnly, insert)
 	for name, d := range alternatives {
 		alt, err := idem.New[TTx](withDialect[TTx]{drv, d}, idem.Config{Table: t.keys})
 		if err != nil {

@@ -21,7 +21,7 @@ func TestCausalReads(t *testing.T) {
 	f := newFixture(t, "causal", 2*time.Minute)
 	n2 := f.cluster.Nodes()[1]
 	writer := f.store(f.nodes[0], idem.Config{})
-	reader := f.store(f.nodes[1], idem.Config{ReadFirst: true})
+	reader := f.store(f.nodes[1], idem.Config{ReadFirst: idem.ReadFirstAlways})
 	req := request("causal-1")
 
 	conn, err := open(t, n2, "").Conn(f.ctx)

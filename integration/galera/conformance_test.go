@@ -72,13 +72,7 @@ func TestConformance(t *testing.T) {
 		InsertLegacy: conformance.LegacyInserter("INSERT INTO `%s` (scope, idem_key, fingerprint, status, header, body, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
 			func(t time.Time) any { return t.UTC().Format("2006-01-02 15:04:05.000000") }),
 		BeginReadOnly: func(t *testing.T, _ dialect.Driver[*sql.Tx]) *sql.Tx {
-			db := open(t, containers.Galera(t).Nodes()[0], "wsrep_sync_wait=1")
-			tx, err := db.BeginTx(t.Context(), &sql.TxOptions{ReadOnly: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = tx.Rollback() })
-			return tx
+			return conformance.BeginReadOnlySQL(t, open(t, containers.Galera(t).Nodes()[0], "wsrep_sync_wait=1"), "")
 		},
 	})
 }

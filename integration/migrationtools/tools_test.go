@@ -3,7 +3,6 @@ package migrationtools_test
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -61,35 +60,13 @@ type sqlDriver struct {
 }
 
 // beginReadOnly begins a transaction on d's database that refuses writes:
-// READ ONLY on a server, the query_only pragma on a connection of its own
-// (dropped afterwards) on SQLite.
+// READ ONLY on a server, the query_only pragma on SQLite.
 func beginReadOnly(t *testing.T, d *sqlDriver) *sql.Tx {
-	t.Helper()
-	if d.path == "" {
-		tx, err := d.db.BeginTx(t.Context(), &sql.TxOptions{ReadOnly: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = tx.Rollback() })
-		return tx
+	pragma := ""
+	if d.path != "" {
+		pragma = "PRAGMA query_only = ON"
 	}
-	conn, err := d.db.Conn(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tx, err := conn.BeginTx(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = tx.Rollback()
-		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-		conn.Close()
-	})
-	if _, err := tx.ExecContext(t.Context(), "PRAGMA query_only = ON"); err != nil {
-		t.Fatal(err)
-	}
-	return tx
+	return conformance.BeginReadOnlySQL(t, d.db, pragma)
 }
 
 var shared sync.Map // DSN -> *sql.DB, one pool per server for the whole binary

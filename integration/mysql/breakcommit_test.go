@@ -84,11 +84,5 @@ func commitBreaker(t *testing.T, params string, opts mysql.Options) conformance.
 
 // beginReadOnly begins a read-only transaction on the pool with params.
 func beginReadOnly(t *testing.T, params string) *sql.Tx {
-	t.Helper()
-	tx, err := open(t, params).BeginTx(t.Context(), &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tx.Rollback() })
-	return tx
+	return conformance.BeginReadOnlySQL(t, open(t, params), "")
 }

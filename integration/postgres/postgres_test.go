@@ -112,12 +112,7 @@ func TestConformanceDatabaseSQL(t *testing.T) {
 				InsertLegacy: insertLegacy,
 				BeginReadOnly: func(t *testing.T, _ dialect.Driver[*sql.Tx]) *sql.Tx {
 					_, db := connect(t)
-					tx, err := db.BeginTx(t.Context(), &sql.TxOptions{ReadOnly: true})
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(func() { _ = tx.Rollback() })
-					return tx
+					return conformance.BeginReadOnlySQL(t, db, "")
 				},
 				BreakCommit: func(t *testing.T) conformance.CommitBreaker[*sql.Tx] {
 					return commitBreaker(t, func(pool *pgxpool.Pool) (dialect.Driver[*sql.Tx], error) {
