@@ -132,7 +132,10 @@ func storeOps[TTx any](t *target, drv dialect.Driver[TTx], insert func(ctx conte
 	}
 	t.schemes[schemeIdem], t.schemes[schemeReadFirst], t.schemes[schemeClaimOnly] = doOn(store, insert), doOn(readFirst, insert), doOn(claimOnly, insert)
 	for name, d := range alternatives {
-		alt, err := idem.New[TTx](withDialect[TTx]{drv, d}, idem.Config{Table: t.keys})
+		// The alternatives are measured on their claim: their replays
+		// never read first (replay-rf and replay show what reading first
+		// does).
+		alt, err := idem.New[TTx](withDialect[TTx]{drv, d}, idem.Config{Table: t.keys, ReadFirst: idem.ReadFirstNever})
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}

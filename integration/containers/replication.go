@@ -247,7 +247,7 @@ func (r *PostgresReplication) PauseStandby(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer cli.Close()
+	defer func() { _ = cli.Close() }()
 	_, err = cli.ContainerPause(ctx, r.standby.GetContainerID(), client.ContainerPauseOptions{})
 	return err
 }
@@ -258,7 +258,7 @@ func (r *PostgresReplication) UnpauseStandby(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer cli.Close()
+	defer func() { _ = cli.Close() }()
 	_, err = cli.ContainerUnpause(ctx, r.standby.GetContainerID(), client.ContainerUnpauseOptions{})
 	return err
 }
@@ -286,7 +286,7 @@ func (r *PostgresReplication) signal(ctx context.Context, ctr testcontainers.Con
 	if err != nil {
 		return err
 	}
-	defer cli.Close()
+	defer func() { _ = cli.Close() }()
 	_, err = cli.ContainerKill(ctx, ctr.GetContainerID(), client.ContainerKillOptions{Signal: sig})
 	return err
 }
