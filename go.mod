@@ -3,6 +3,7 @@ module github.com/idemkit/idem
 go 1.26.0
 
 require (
+	github.com/Masterminds/squirrel v1.5.4
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
 	modernc.org/sqlite v1.62.0
@@ -10,7 +11,6 @@ require (
 
 require (
 	filippo.io/edwards25519 v1.2.0 // indirect
-	github.com/Masterminds/squirrel v1.5.4 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect

@@ -109,6 +109,7 @@ func cases[TTx any]() []Case[TTx] {
 		{"LeaseLoserWaits", testLeaseLoserWaits[TTx]},
 		{"LeaseTakeoverOneWinner", testLeaseTakeoverOneWinner[TTx]},
 		{"LeaseFencing", testLeaseFencing[TTx]},
+		{"LeaseTakeoverReported", testLeaseTakeoverReported[TTx]},
 		{"LeaseExtend", testLeaseExtend[TTx]},
 		{"LeaseDownstreamKey", testLeaseDownstreamKey[TTx]},
 		{"LeasePurgeKeepsLive", testLeasePurgeKeepsLive[TTx]},

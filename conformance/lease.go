@@ -1,8 +1,11 @@
 package conformance
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -171,6 +174,70 @@ func testLeaseTakeoverOneWinner[TTx any](t *testing.T, b Backend[TTx]) {
 	name, data := winner.Step()
 	if winner.Token() != 2 || !winner.Resumed() || name != "charged" || string(data) != "ch_9" {
 		e.Fatalf(req.Key, "takeover: token %d, step %q %q; want token 2 and the crashed holder's step", winner.Token(), name, data)
+	}
+}
+
+// eventLog keeps the events a store reports (Config.Observer).
+type eventLog struct {
+	mu     sync.Mutex
+	events []idem.Event
+}
+
+func (l *eventLog) Observe(_ context.Context, e idem.Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, e)
+}
+
+func (l *eventLog) of(kind idem.EventKind) []idem.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []idem.Event
+	for _, e := range l.events {
+		if e.Kind == kind {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// testLeaseTakeoverReported: taking over an expired lease is reported once,
+// to the Observer (EventTakeover with the new token and the last step) and
+// to the Logger (a warning); a fresh lease reports no takeover.
+func testLeaseTakeoverReported[TTx any](t *testing.T, b Backend[TTx]) {
+	events := &eventLog{}
+	var logged bytes.Buffer
+	e, clk := leaseEnv(t, b, idem.Config{Observer: events, Logger: slog.New(slog.NewJSONHandler(&logged, nil))})
+	req := request("lease-reported", "x")
+	crashed := e.acquire(e.Store, req, idem.Won)
+	if err := crashed.RecordStep(e.Ctx, "charged", []byte("ch_7"), nil); err != nil {
+		e.Fatalf(req.Key, "RecordStep: %v", err)
+	}
+	if got := events.of(idem.EventTakeover); len(got) != 0 {
+		e.Fatalf(req.Key, "a fresh lease reported takeovers: %+v", got)
+	}
+	clk.add(lease + time.Second)
+	taker := e.acquire(e.Store, req, idem.Won)
+	got := events.of(idem.EventTakeover)
+	if len(got) != 1 {
+		e.Fatalf(req.Key, "%d takeover events, want 1: %+v", len(got), got)
+	}
+	if ev := got[0]; ev.Scope != req.Scope || ev.Key != req.Key || ev.Token != taker.Token() || ev.Token != 2 || ev.Step != "charged" {
+		e.Fatalf(req.Key, "takeover event %+v, want scope %q key %q token 2 step charged", ev, req.Scope, req.Key)
+	}
+	var line struct {
+		Level, Msg, Key, Step string
+		Token                 int64
+	}
+	for _, raw := range bytes.Split(logged.Bytes(), []byte("\n")) {
+		if bytes.Contains(raw, []byte("taken over")) {
+			if err := json.Unmarshal(raw, &line); err != nil {
+				e.Fatalf(req.Key, "log line %s: %v", raw, err)
+			}
+		}
+	}
+	if line.Level != "WARN" || line.Key != req.Key || line.Token != 2 || line.Step != "charged" {
+		e.Fatalf(req.Key, "takeover log %+v (all: %s), want a warning with key, token 2 and step", line, logged.String())
 	}
 }
 

@@ -30,7 +30,7 @@
 //	retry, same request  the stored message, or the stored status (code, message, details),
 //	                     with idempotent-replayed: true in the response header
 //	same key, other      FailedPrecondition, reason IDEMPOTENCY_KEY_MISMATCH; nothing runs
-//	request or method
+//	request              (the scope holds the method: on another method the key is fresh)
 //	key held elsewhere   Aborted, reason IDEMPOTENCY_KEY_IN_FLIGHT, RetryInfo (Config.RetryAfter)
 //	store failed         Unavailable (or Aborted after conflicts) with RetryInfo: retry with the key
 //

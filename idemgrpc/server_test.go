@@ -122,8 +122,9 @@ func TestReplay(t *testing.T) {
 	}
 }
 
-// TestMismatch: the same key with another request, or on another method,
-// is FailedPrecondition and runs nothing; the original still replays.
+// TestMismatch: the same key with another request is FailedPrecondition
+// and runs nothing; on another method the key is fresh (the scope holds the
+// method); the original still replays.
 func TestMismatch(t *testing.T) {
 	o := newOrders(t, idem.Config{})
 	conn := bufServer(t, o.create, []grpc.UnaryServerInterceptor{newServer(t, o, idemgrpc.Config{}).UnaryInterceptor()})

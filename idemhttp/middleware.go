@@ -81,7 +81,8 @@ type Config struct {
 	// StoreHeader reports whether a response header (by its canonical name)
 	// is stored and replayed. Hop-by-hop headers, trailers, Content-Length
 	// and this package's headers are never stored, whatever it says.
-	// Default: DefaultStoreHeader (everything but Date and Set-Cookie).
+	// Default: DefaultStoreHeader (everything but Date, Set-Cookie,
+	// Authentication-Info and Proxy-Authentication-Info).
 	StoreHeader func(name string) bool
 
 	// RetryAfter is sent in Retry-After (rounded up to whole seconds) with
@@ -234,7 +235,6 @@ func (m *Middleware[TTx]) prepare(w http.ResponseWriter, r *http.Request) (idem.
 
 // serve runs one protected request in one transaction (Wrap).
 func (m *Middleware[TTx]) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	w.Header().Set(HeaderRetention, m.retention)
 	req, body, ok := m.prepare(w, r)
 	if !ok {
 		return
@@ -251,7 +251,6 @@ func (m *Middleware[TTx]) serve(w http.ResponseWriter, r *http.Request, next htt
 
 // serveLease runs one protected request in lease mode (WrapLease).
 func (m *Middleware[TTx]) serveLease(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	w.Header().Set(HeaderRetention, m.retention)
 	req, body, ok := m.prepare(w, r)
 	if !ok {
 		return

@@ -1,7 +1,9 @@
 package idemhttp_test
 
 import (
+	"bytes"
 	"database/sql"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -132,6 +134,38 @@ func TestFailOutsideMiddleware(t *testing.T) {
 	idemhttp.Fail(rec, httptest.NewRequest(http.MethodPost, "/x", nil), sql.ErrConnDone)
 	if rec.Code != http.StatusInternalServerError || rec.Header().Get("Content-Type") != "application/problem+json" {
 		t.Errorf("Fail outside the middleware: %d %v, want a 500 problem", rec.Code, rec.Header())
+	}
+}
+
+// TestPrincipalMissingIsLogged: a request whose Principal is "" is refused
+// with 403 and a warning that names the request and says where the
+// middleware belongs; the handler does not run.
+func TestPrincipalMissingIsLogged(t *testing.T) {
+	var logged bytes.Buffer
+	mw, err := idemhttp.New(newStore(t), idemhttp.Config{
+		Principal: func(*http.Request) string { return "" },
+		Logger:    slog.New(slog.NewTextHandler(&logged, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	h := mw.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran = true }))
+	req := httptest.NewRequest(http.MethodPost, "/orders/7", strings.NewReader("{}"))
+	req.Header.Set(idemhttp.HeaderKey, "k1")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), "principal-missing") {
+		t.Errorf("answer %d %s, want 403 principal-missing", rec.Code, rec.Body)
+	}
+	if ran {
+		t.Error("the handler ran for a request without a principal")
+	}
+	line := logged.String()
+	for _, want := range []string{"level=WARN", "without a principal", "after authentication", "method=POST", "path=/orders/7"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("log %q lacks %q", line, want)
+		}
 	}
 }
 

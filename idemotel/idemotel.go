@@ -27,7 +27,7 @@
 //	idem.response.body.size    histogram   By          the bodies Complete stored
 //	idem.purge.deleted         counter     {record}
 //	idem.purge.duration        histogram   s           error.type when a purge stopped early
-//	idem.takeovers             counter     {takeover}  lease takeovers (once idem emits them)
+//	idem.takeovers             counter     {takeover}  expired leases taken over
 //
 // # Spans
 //

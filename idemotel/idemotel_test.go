@@ -373,3 +373,31 @@ func TestMiddlewareSpans(t *testing.T) {
 		}
 	}
 }
+
+// TestTakeoverCounter: an expired lease taken over counts once in
+// idem.takeovers; a fresh lease does not count.
+func TestTakeoverCounter(t *testing.T) {
+	ctx := context.Background()
+	tm := newTelemetry(t)
+	now := time.Now()
+	store, _ := openStore(t, idem.Config{Observer: tm.obs, Lease: time.Minute, Clock: func() time.Time { return now }})
+	req := request("leased", "x")
+	if l, err := store.Lease(ctx, req); err != nil || l.Outcome != idem.Won {
+		t.Fatalf("first Lease: %v", err)
+	}
+	if m, ok := tm.metrics(t)["idem.takeovers"]; ok {
+		t.Errorf("idem.takeovers after a fresh lease: %+v, want nothing recorded", m)
+	}
+	now = now.Add(2 * time.Minute) // the holder crashed: its lease ended
+	l, err := store.Lease(ctx, req)
+	if err != nil || l.Outcome != idem.Won || l.Token() != 2 {
+		t.Fatalf("takeover: %+v, %v; want won with token 2", l, err)
+	}
+	m := tm.metrics(t)
+	if got := sum(t, m["idem.takeovers"], idemotel.AttrTable.String(idem.DefaultTable)); got != 1 {
+		t.Errorf("idem.takeovers = %d, want 1", got)
+	}
+	if m["idem.takeovers"].Unit != "{takeover}" {
+		t.Errorf("idem.takeovers unit %q, want {takeover}", m["idem.takeovers"].Unit)
+	}
+}

@@ -82,6 +82,9 @@ type env struct {
 	// isTerminal reports whether stderr is a terminal (progress redraws a
 	// line there; elsewhere it prints plain lines).
 	isTerminal bool
+	// check, when set, validates the parsed flags before the database is
+	// opened, so a usage error touches nothing.
+	check func() error
 }
 
 var commands []command // set in init: the help command lists them
@@ -147,6 +150,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, isTermina
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "idem %s: unexpected argument %q\n", c.name, fs.Arg(0))
 		return exitUsage
+	}
+	if e.check != nil {
+		if err := e.check(); err != nil {
+			return fail(ctx, stderr, c.name, err)
+		}
 	}
 	if db.timeout > 0 {
 		var cancel context.CancelFunc

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -88,10 +89,15 @@ func TestHelp(t *testing.T) {
 			t.Errorf("%s --help: exit %d\n%s", c.name, code, errText)
 		}
 	}
-	for _, args := range [][]string{{}, {"frobnicate"}, {"status", "-nope"}, {"status"}, {"inspect", "-dsn", "x.db"}, {"status", "-dsn", "redis://x"}, {"list", "-dsn", "x.db", "extra"}} {
+	unopened := filepath.Join(t.TempDir(), "x.db")
+	for _, args := range [][]string{{}, {"frobnicate"}, {"status", "-nope"}, {"status"}, {"inspect", "-dsn", unopened}, {"delete", "-dsn", unopened, "-key", "k"},
+		{"status", "-dsn", "redis://x"}, {"list", "-dsn", unopened, "extra"}} {
 		if code, _, _ := cli(t, false, args...); code != exitUsage {
 			t.Errorf("idem %q: exit %d, want %d", args, code, exitUsage)
 		}
+	}
+	if _, err := os.Stat(unopened); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a usage error opened the database: %s exists (%v)", unopened, err)
 	}
 }
 
@@ -236,6 +242,34 @@ func TestMigrationFiles(t *testing.T) {
 	} {
 		if code, _, _ := cli(t, false, args...); code != exitUsage {
 			t.Errorf("idem %q: exit %d, want %d", args, code, exitUsage)
+		}
+	}
+}
+
+// TestSchemaNewer: a table migrated by a newer idem is left alone: status and
+// migrate exit 6 and say why.
+func TestSchemaNewer(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "orders.db")
+	if code, out, errText := cli(t, false, "migrate", "-dsn", path); code != exitOK {
+		t.Fatalf("migrate: exit %d: %s %s", code, out, errText)
+	}
+	table, _ := dialect.NewTable(idem.DefaultTable)
+	schema := sqlite.NewDialect().Schema(table)
+	db, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := len(schema.Migrations) + 1
+	if _, err := db.ExecContext(t.Context(), schema.RecordVersion, next, "from_the_future"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, command := range []string{"status", "migrate"} {
+		code, _, errText := cli(t, false, command, "-dsn", path)
+		if code != exitSchemaNewer || !strings.Contains(errText, "newer") {
+			t.Errorf("%s of a newer schema: exit %d, %q; want %d and why", command, code, errText, exitSchemaNewer)
 		}
 	}
 }

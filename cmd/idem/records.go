@@ -12,18 +12,18 @@ import (
 	"github.com/idemkit/idem"
 )
 
-// keyFlags adds -scope and -key.
-func keyFlags(fs *flag.FlagSet) (scope, key *string) {
+// keyFlags adds -scope and -key, both required: a command without them is
+// refused before the database is opened.
+func keyFlags(fs *flag.FlagSet, e *env) (scope, key *string) {
 	scope = fs.String("scope", "", "the key's scope (required), as the service builds it: with idemhttp, \"PRINCIPAL METHOD ROUTE\"")
 	key = fs.String("key", "", "the idempotency key (required)")
-	return scope, key
-}
-
-func needKey(scope, key string) error {
-	if scope == "" || key == "" {
-		return usageError("-scope and -key are required")
+	e.check = func() error {
+		if *scope == "" || *key == "" {
+			return usageError("-scope and -key are required")
+		}
+		return nil
 	}
-	return nil
+	return scope, key
 }
 
 var inspectCommand = command{
@@ -38,12 +38,9 @@ records that purge has not deleted yet are shown too. Exits 3 when there is
 no record.`,
 	needsDB: true,
 	timeout: time.Minute,
-	flags: func(fs *flag.FlagSet, _ *env) func(context.Context, *env) error {
-		scope, key := keyFlags(fs)
+	flags: func(fs *flag.FlagSet, e *env) func(context.Context, *env) error {
+		scope, key := keyFlags(fs, e)
 		return func(ctx context.Context, e *env) error {
-			if err := needKey(*scope, *key); err != nil {
-				return err
-			}
 			r, err := e.target.store.Inspect(ctx, *scope, *key)
 			if err != nil {
 				return err
@@ -190,13 +187,10 @@ use -force for a claim whose request is known to be gone. Exits 3 when there
 is no record.`,
 	needsDB: true,
 	timeout: time.Minute,
-	flags: func(fs *flag.FlagSet, _ *env) func(context.Context, *env) error {
-		scope, key := keyFlags(fs)
+	flags: func(fs *flag.FlagSet, e *env) func(context.Context, *env) error {
+		scope, key := keyFlags(fs, e)
 		force := fs.Bool("force", false, "delete a pending, live record too")
 		return func(ctx context.Context, e *env) error {
-			if err := needKey(*scope, *key); err != nil {
-				return err
-			}
 			var err error
 			if *force {
 				err = e.target.store.ForceDelete(ctx, *scope, *key)

@@ -58,10 +58,11 @@ func main() {
 	list := flag.String("list", "scripts/mutate/mutants.txt", "the mutants, relative to the repository root")
 	run := flag.String("run", "", "run only the mutants whose name matches this regular expression")
 	timeout := flag.Duration("timeout", 5*time.Minute, "the most one test command may take (a mutant that runs longer counts as killed)")
+	checkOnly := flag.Bool("check", false, "only check that every mutant's snippet occurs exactly once in its file; run no test (CI does this)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code, err := mutate(ctx, *list, *run, *timeout)
+	code, err := mutate(ctx, *list, *run, *timeout, *checkOnly)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mutate:", err)
@@ -72,7 +73,7 @@ func main() {
 	os.Exit(code)
 }
 
-func mutate(ctx context.Context, listPath, run string, timeout time.Duration) (int, error) {
+func mutate(ctx context.Context, listPath, run string, timeout time.Duration, checkOnly bool) (int, error) {
 	root, err := output(ctx, "", "git", "rev-parse", "--show-toplevel")
 	if err != nil {
 		return 2, err
@@ -91,6 +92,16 @@ func mutate(ctx context.Context, listPath, run string, timeout time.Duration) (i
 	}
 	if len(mutants) == 0 {
 		return 2, errors.New("no mutants to run")
+	}
+
+	if checkOnly {
+		for _, m := range mutants {
+			if err := m.check(root); err != nil {
+				return 1, err
+			}
+		}
+		fmt.Printf("mutate: the snippets of %d mutants each occur exactly once\n", len(mutants))
+		return 0, nil
 	}
 
 	copyDir, err := os.MkdirTemp("", "idem-mutate-")
