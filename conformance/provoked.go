@@ -162,17 +162,23 @@ func testDeadlockRetried[TTx any](t *testing.T, b Backend[TTx]) {
 	}
 }
 
-// testClaimInReadOnlyTransaction: a claim in a transaction that refuses
-// writes fails with ErrBadTx and ErrReadOnly (the transaction is of the
-// wrong kind, a retry cannot help), and nothing is written.
+// testClaimInReadOnlyTransaction: LookupTx works in a transaction that
+// refuses writes; a claim there fails with ErrBadTx and ErrReadOnly (the
+// transaction is of the wrong kind, a retry cannot help), and nothing is
+// written.
 func testClaimInReadOnlyTransaction[TTx any](t *testing.T, b Backend[TTx]) {
 	e := setup(t, b, idem.Config{})
 	if b.BeginReadOnly == nil {
 		t.Fatalf("[%s] Backend.BeginReadOnly is nil: set it to begin a read-only transaction on the driver's database "+
 			"(calling t.Skip in it if the database has none), so the suite can check that a claim there fails with ErrBadTx and ErrReadOnly", e.Backend)
 	}
+	done := request("read-only-done", "x")
+	e.do(e.Store, done, e.work("read-only-done", created("stored")))
 	req := request("read-only", "x")
 	tx := b.BeginReadOnly(t, e.Driver)
+	if rec, err := e.Store.LookupTx(e.Ctx, tx, done.Scope, done.Key); err != nil || !rec.Completed || string(rec.Response.Body) != "stored" {
+		e.Fatalf(done.Key, "LookupTx in a read-only transaction: %+v, %v, want the completed record", rec, err)
+	}
 	c, err := e.Store.Claim(e.Ctx, tx, req)
 	if !errors.Is(err, idem.ErrBadTx) || !errors.Is(err, idem.ErrReadOnly) {
 		e.Fatalf(req.Key, "Claim in a read-only transaction: %+v, %v, want ErrBadTx and ErrReadOnly (Classify must map the database's read-only error to ErrReadOnly)", c, err)
