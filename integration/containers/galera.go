@@ -237,10 +237,13 @@ func (c *GaleraCluster) startNode(ctx context.Context, n *GaleraNode, address st
 			Networks:       []string{c.front.Name, c.group.Name},
 			NetworkAliases: map[string][]string{c.group.Name: {n.Name}},
 			Labels:         labels("galera"),
+			// A joining node opens its port only after its state transfer,
+			// which on a loaded machine takes longer than testcontainers'
+			// default of 60 s per strategy: each gets the cluster's limit.
 			WaitingFor: wait.ForAll(
-				wait.ForListeningPort("3306/tcp"),
+				wait.ForListeningPort("3306/tcp").WithStartupTimeout(galeraStartTimeout),
 				// A node answers 1047 until it is a synced member.
-				wait.ForSQL("3306/tcp", "mysql", pingDSN).WithPollInterval(250*time.Millisecond),
+				wait.ForSQL("3306/tcp", "mysql", pingDSN).WithStartupTimeout(galeraStartTimeout).WithPollInterval(250*time.Millisecond),
 			).WithDeadline(galeraStartTimeout),
 		},
 		Started: true,

@@ -126,7 +126,7 @@ func (r *PostgresReplication) start(ctx context.Context, image string, opts Repl
 	ready := func() wait.Strategy {
 		return wait.ForAll(
 			wait.ForLog("database system is ready to accept").WithStartupTimeout(replicationStartTimeout),
-			wait.ForListeningPort("5432/tcp"),
+			wait.ForListeningPort("5432/tcp").WithStartupTimeout(replicationStartTimeout),
 		).WithDeadline(replicationStartTimeout)
 	}
 	r.primary, err = testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{
