@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/dialect"
 )
 
 // outcome is what a background Do returned, and when.
@@ -436,9 +437,15 @@ func testRetryThenSucceed[TTx any](t *testing.T, b Backend[TTx]) {
 // testClaimAfterEarlierRead: the caller's transaction read before it
 // claimed, so its snapshot predates the winner's commit. The claim must still
 // see the winner's record (or ask for a retry), never win a second time.
+// Where conflicts are found at COMMIT (Capabilities.ConflictsAtCommit:
+// Galera, whose node may not yet have applied the winner's commit, and which
+// waits for nothing inside a transaction), the claim may win; the database
+// must then refuse that transaction with an error worth retrying. Either
+// way a retry replays the winner.
 func testClaimAfterEarlierRead[TTx any](t *testing.T, b Backend[TTx]) {
 	e := setup(t, b, idem.Config{})
-	if e.Driver.Dialect().Capabilities().DatabaseWriteLock {
+	caps := e.Driver.Dialect().Capabilities()
+	if caps.DatabaseWriteLock {
 		t.Skip("writers hold the whole database from BEGIN: no snapshot can predate another writer's commit")
 	}
 	req := request("snapshot-1", "x")
@@ -460,14 +467,44 @@ func testClaimAfterEarlierRead[TTx any](t *testing.T, b Backend[TTx]) {
 
 	claim, err := e.Store.Claim(e.Ctx, txn.Native(), req)
 	switch {
-	case err != nil && errors.Is(err, idem.ErrSerialization):
+	case err != nil && (errors.Is(err, idem.ErrSerialization) || errors.Is(err, idem.ErrDeadlock)):
 		// The database asks for a retry of the whole transaction: correct.
 	case err != nil:
 		e.Fatalf(req.Key, "Claim after an earlier read: %v", err)
+	case claim.Outcome == idem.Won && caps.ConflictsAtCommit:
+		e.refusedAtCommit(req, txn, claim)
 	case claim.Outcome != idem.Replay || string(claim.Response.Body) != "winner":
 		e.Fatalf(req.Key, "Claim after an earlier read: %v %q, want a replay of the committed winner", claim.Outcome, claim.Response.Body)
+	}
+	if err := txn.Rollback(e.Ctx); err != nil {
+		e.Fatalf(req.Key, "rollback after the claim: %v", err)
 	}
 	if n := e.effectCount("snapshot-1"); n != 1 {
 		e.Fatalf(req.Key, "effects = %d, want 1", n)
 	}
+	if r := e.do(e.Store, req, e.work("snapshot-1", created("retry"))); r.Outcome != idem.Replay || string(r.Response.Body) != "winner" {
+		e.Fatalf(req.Key, "retry after the claim: %v %q, want a replay of the committed winner", r.Outcome, r.Response.Body)
+	}
+}
+
+// refusedAtCommit: a claim that won after another transaction committed
+// the key, on a backend that finds such conflicts at COMMIT, does its work
+// and completes; the database must refuse the transaction, at one of those
+// statements or at COMMIT, with an error classified as worth retrying.
+func (e *env[TTx]) refusedAtCommit(req idem.Request, txn dialect.Tx[TTx], claim *idem.Claimed) {
+	e.T.Helper()
+	err := e.effect(e.Ctx, txn.Native(), "snapshot-1")
+	if err == nil {
+		err = claim.Complete(e.Ctx, created("second winner"))
+	}
+	if err == nil {
+		err = txn.Commit(e.Ctx)
+	}
+	switch err = e.Driver.Dialect().Classify(err); {
+	case err == nil:
+		e.Fatalf(req.Key, "a claim won after the winner committed, and its COMMIT succeeded: two winners")
+	case !errors.Is(err, idem.ErrDeadlock) && !errors.Is(err, idem.ErrSerialization):
+		e.Fatalf(req.Key, "a claim won after the winner committed; its transaction was refused with %v, want an error classified ErrDeadlock or ErrSerialization", err)
+	}
+	e.T.Logf("[%s] key %q: the claim won before its node had the winner's commit; the database refused it: %v", e.Backend, req.Key, err)
 }

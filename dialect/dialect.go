@@ -152,6 +152,15 @@ type Capabilities struct {
 	// database rather than on the key (SQLite). A claim that times out there
 	// says nothing about which key held the lock.
 	DatabaseWriteLock bool
+	// ConflictsAtCommit is true when a claim is decided against what its
+	// node has applied, and the database checks the transaction against
+	// what others committed only at COMMIT (Galera's certification). A
+	// claim made before its node applied another node's committed record
+	// of the key can win; the database then refuses that transaction, at a
+	// later statement or at COMMIT, with an error Classify maps to
+	// ErrDeadlock or ErrSerialization, and a retry replays. A won claim is
+	// final only once its COMMIT succeeds.
+	ConflictsAtCommit bool
 }
 
 // State is where a record is in the lifecycle.

@@ -23,6 +23,10 @@ type Dialect struct {
 	// causalLookups: a MariaDB Galera node; lookups wait until the node
 	// has applied what the cluster committed before them (galera.go).
 	causalLookups bool
+	// certified: a Galera node (MariaDB's or Percona XtraDB Cluster's),
+	// where a transaction meets other nodes' writes at COMMIT
+	// (Capabilities.ConflictsAtCommit, galera.go).
+	certified bool
 	// latestLockedReads: the claim's statements run with
 	// innodb_snapshot_isolation=OFF, so that a loser's locking read (and a
 	// takeover) acts on the latest committed record, as everywhere else,
@@ -42,8 +46,11 @@ func NewDialect(maxAllowedPacket int64) *Dialect {
 // Name returns "mysql".
 func (*Dialect) Name() string { return "mysql" }
 
-// Capabilities reports row-level locks: a loser waits on the key only.
-func (*Dialect) Capabilities() dialect.Capabilities { return dialect.Capabilities{} }
+// Capabilities reports row-level locks (a loser waits on the key only) and,
+// on a Galera node, conflicts with other nodes found at COMMIT.
+func (d *Dialect) Capabilities() dialect.Capabilities {
+	return dialect.Capabilities{ConflictsAtCommit: d.certified}
+}
 
 // Schema returns the versioned DDL (migrations/*.sql).
 func (d *Dialect) Schema(t dialect.Table) dialect.Schema { return d.stmts.For(t).schema }

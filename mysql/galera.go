@@ -12,10 +12,19 @@ import (
 // Lookup would report "not found" for a key whose request completed. So on
 // Galera the dialect's lookups are causal reads (wsrep_sync_wait=1 for that
 // statement only): the node first applies everything the cluster ordered
-// before the read. The claim needs no wait: its INSERT is certified against
-// every write set ordered before it (a conflict is error 1213 at COMMIT, and
-// Do retries), and its locking read runs only after the INSERT met the
-// record on this node.
+// before the read.
+//
+// The claim cannot wait that way: it runs inside a transaction, and the
+// server skips causal waits for statements of an open transaction, whatever
+// wsrep_sync_wait says (only START TRANSACTION waits, under bit 1). So a
+// claim on a node that has not yet applied another node's committed record
+// of the key finds no record and wins there. That win never commits: the
+// node's applier, meeting the claimed row, aborts the transaction, or
+// certification refuses its write set at COMMIT (it conflicts with the
+// earlier one on the key). Either way the claim, a later statement or the
+// COMMIT fails with 1213 (ErrDeadlock); Do retries, and the retry replays.
+// Capabilities.ConflictsAtCommit tells the conformance suite. A loser's
+// locking read runs only after its INSERT met the record on this node.
 
 // causalPrefix makes one statement a causal read on Galera.
 const causalPrefix = "SET STATEMENT wsrep_sync_wait=1 FOR "

@@ -51,8 +51,11 @@
 //     loser reads the latest record as above.
 //
 //   - On a MariaDB Galera node, lookups are causal reads (galera.go); the
-//     claim relies on certification: a conflict with another node's claim is
-//     1213 at COMMIT, which Do retries.
+//     claim relies on certification: a claim that raced another node's, or
+//     ran before its node applied another node's committed record, may win
+//     locally, and then fails with 1213 at a later statement or at COMMIT,
+//     which Do retries and replays. A won claim is final only once COMMIT
+//     succeeds.
 //
 //   - Errors are classified by *mysql.MySQLError numbers, never by text.
 //
@@ -166,6 +169,7 @@ func New(ctx context.Context, db *sql.DB, opts Options) (*Driver, error) {
 	d := NewDialect(srv.maxAllowedPacket)
 	d.perStatementWait = srv.mariaDB
 	d.causalLookups = srv.mariaDB && srv.galera
+	d.certified = srv.galera
 	d.latestLockedReads = srv.mariaDB && srv.snapshotIsolation
 	return &Driver{db: db, level: opts.Isolation, pool: pool, dialect: d}, nil
 }

@@ -5,9 +5,12 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"testing"
 
 	"github.com/idemkit/idem/dialect"
+	"github.com/idemkit/idem/integration/containers"
 	"github.com/idemkit/idem/mysql"
 )
 
@@ -50,14 +53,20 @@ func (s *spread) Dialect() dialect.Dialect { return s.nodes[0].Dialect() }
 
 // Begin begins on the next node.
 func (s *spread) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.Tx[*sql.Tx], error) {
+	tx, _, err := s.begin(ctx, opts)
+	return tx, err
+}
+
+// begin begins on the next node, and says which (0 for n1).
+func (s *spread) begin(ctx context.Context, opts dialect.BeginOptions) (dialect.Tx[*sql.Tx], int, error) {
 	i := s.next.Add(1) % uint64(len(s.nodes))
 	s.begun[i].Add(1)
 	tx, err := s.nodes[i].Begin(ctx, opts)
 	if err != nil {
 		s.failed[i].Add(1)
-		return nil, err
+		return nil, int(i), err
 	}
-	return &countedTx{Tx: tx, failed: &s.failed[i]}, nil
+	return &countedTx{Tx: tx, failed: &s.failed[i]}, int(i), nil
 }
 
 // countedTx counts a transaction that fails: a statement's error, or
@@ -122,4 +131,70 @@ func (p *spreadPool) ExecPrepared(ctx context.Context, query string, args ...any
 
 func (p *spreadPool) QueryPrepared(ctx context.Context, query string, args ...any) (dialect.Rows, error) {
 	return dialect.QueryPrepared(ctx, p.pick(), query, args...)
+}
+
+// behindSpread is a spread whose transaction begun while another is open
+// holds the open one's node's applier (applierHold) until the open one
+// ends. The open one's statements after that point run on a node that has
+// not applied what the others committed since: a claim there is made before
+// its node has another node's commit of the key, every time, where spread
+// alone gives that race now and then.
+type behindSpread struct {
+	*spread
+	t    *testing.T
+	hold *applierHold
+	mu   sync.Mutex
+	open *behindTx // the transaction open alone, if any
+}
+
+func newBehindSpread(t *testing.T, nodes []*mysql.Driver) *behindSpread {
+	return &behindSpread{spread: newSpread(nodes), t: t, hold: newApplierHold(t, containers.Galera(t))}
+}
+
+// Begin begins on the next node, first holding the applier of the node of
+// the transaction already open, if there is one.
+func (b *behindSpread) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.Tx[*sql.Tx], error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if o := b.open; o != nil && o.release == nil {
+		o.release = b.hold.on(b.t, o.node)
+	}
+	tx, i, err := b.begin(ctx, opts)
+	if err != nil || b.open != nil {
+		return tx, err
+	}
+	b.open = &behindTx{Tx: tx, owner: b, node: i}
+	return b.open, nil
+}
+
+// behindTx is the transaction open alone on a behindSpread. Ending it ends
+// the hold on its node, before its COMMIT: the node then applies what it
+// missed, and a conflicting claim fails there (the applier aborts it) or at
+// certification.
+type behindTx struct {
+	dialect.Tx[*sql.Tx]
+	owner   *behindSpread
+	node    int
+	release func()
+}
+
+func (t *behindTx) end() {
+	t.owner.mu.Lock()
+	defer t.owner.mu.Unlock()
+	if t.owner.open == t {
+		t.owner.open = nil
+	}
+	if t.release != nil {
+		t.release()
+	}
+}
+
+func (t *behindTx) Commit(ctx context.Context) error {
+	t.end()
+	return t.Tx.Commit(ctx)
+}
+
+func (t *behindTx) Rollback(ctx context.Context) error {
+	t.end()
+	return t.Tx.Rollback(ctx)
 }
