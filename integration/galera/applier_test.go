@@ -14,7 +14,7 @@ import (
 )
 
 // A request on n2 right after the same key completed on n1, while n2 has
-// not yet applied n1's commit (n2's applier is held, see holdApplier): n2's
+// not yet applied n1's commit (n2's applier is held, see applierHold): n2's
 // claim finds no record. What idem promises there:
 //
 //   - a claim in a transaction begun before n1's commit wins on n2, even

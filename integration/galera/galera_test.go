@@ -1,7 +1,8 @@
 // Package galera_test runs idem on a three-node MariaDB Galera cluster
 // (containers.Galera): the conformance suite with transactions spread over
 // the nodes, a claim raced on two nodes (certification failure at COMMIT,
-// then a retry and a replay), causal lookups, and a node cut off from the
+// then a retry and a replay), a claim behind its node's applier (a local
+// win refused at COMMIT), causal lookups, and a node cut off from the
 // others.
 package galera_test
 
