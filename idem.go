@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"time"
 
 	"github.com/idemkit/idem/dialect"
@@ -203,8 +204,10 @@ type core struct {
 // New returns a Store running on driver. It fails with ErrInvalidConfig for a
 // bad Config, including a table name that is not an identifier.
 func New[TTx any](driver dialect.Driver[TTx], cfg Config) (*Store[TTx], error) {
-	if driver == nil {
-		return nil, fmt.Errorf("%w: nil driver", ErrInvalidConfig)
+	if isNil(driver) {
+		// A nil *Driver in the interface is what `d, _ := sqlite.New(...)`
+		// leaves when the constructor failed: its methods would panic.
+		return nil, fmt.Errorf("%w: nil driver %T (did its constructor fail?)", ErrInvalidConfig, driver)
 	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -217,6 +220,19 @@ func New[TTx any](driver dialect.Driver[TTx], cfg Config) (*Store[TTx], error) {
 	s := &Store[TTx]{core: core{d: driver.Dialect(), table: table, cfg: cfg, settled: &settledShare{}}, driver: driver}
 	s.doObserver, _ = cfg.Observer.(DoObserver)
 	return s, nil
+}
+
+// isNil reports whether v is nil or holds a nil pointer, map, slice,
+// channel or function.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
 }
 
 // Config returns the store's configuration with defaults filled in.
