@@ -281,13 +281,34 @@ func TestDoControlFlow(t *testing.T) {
 			want: want{outcome: idem.Won, committed: true, calls: 1, begins: 1, completes: 1, commits: 1, lookups: 1},
 		},
 		{
-			name: "read first: a failed read is returned with context, nothing begun",
+			name: "read first: a transient error on the read falls through to the claim",
+			cfg:  readFirst,
+			script: func(f *fakeDriver, _ context.CancelFunc) {
+				f.lookup = func(dialect.LookupArgs) (dialect.Record, bool, error) { return dialect.Record{}, false, errRawConnLost }
+			},
+			fn:   func(int) (idem.Response, error) { return ok, nil },
+			want: want{outcome: idem.Won, committed: true, calls: 1, begins: 1, completes: 1, commits: 1, lookups: 1},
+		},
+		{
+			name: "read first: any other failed read falls through to the claim too",
 			cfg:  readFirst,
 			script: func(f *fakeDriver, _ context.CancelFunc) {
 				f.lookup = func(dialect.LookupArgs) (dialect.Record, bool, error) { return dialect.Record{}, false, boom }
 			},
 			fn:   func(int) (idem.Response, error) { return ok, nil },
-			want: want{err: []error{boom}, lookups: 1},
+			want: want{outcome: idem.Won, committed: true, calls: 1, begins: 1, completes: 1, commits: 1, lookups: 1},
+		},
+		{
+			name: "read first: a read cut short by the caller's context is returned, nothing begun",
+			cfg:  readFirst,
+			script: func(f *fakeDriver, cancel context.CancelFunc) {
+				f.lookup = func(dialect.LookupArgs) (dialect.Record, bool, error) {
+					cancel()
+					return dialect.Record{}, false, context.Canceled
+				}
+			},
+			fn:   func(int) (idem.Response, error) { return ok, nil },
+			want: want{err: []error{context.Canceled}, lookups: 1},
 		},
 		{
 			name:   "read first: a corrupt record is an error, not a replay",
