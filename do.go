@@ -118,9 +118,11 @@ func (s *Store[TTx]) attempt(ctx context.Context, req Request, fn Func[TTx], o c
 	if err != nil {
 		err = s.d.Classify(err)
 		if errors.Is(err, ErrLockTimeout) && ctx.Err() == nil {
-			// SQLite: another writer held the database past the wait bound.
-			s.claimed(ctx, req, InFlight, started, false)
-			return Result{Outcome: InFlight}, nil
+			// SQLite: another writer held the database past the wait
+			// bound; the key's record says whether that was its holder.
+			res := s.waitedOut(ctx, req)
+			s.claimed(ctx, req, res.Outcome, started, false)
+			return res, nil
 		}
 		return Result{}, s.failed(ctx, "begin for", req, err)
 	}
