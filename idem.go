@@ -94,11 +94,24 @@ type Config struct {
 	// busy database it raises claim latency).
 	PurgeDutyCycle float64
 	// Lease is how long a lease lasts in lease mode (Store.Lease,
-	// Store.DoLease) from its claim or its last extension, recorded step or
-	// release: past it, a retry takes the work over with the next fencing
-	// token. It must be shorter than Retention. Default: DefaultLease, or
-	// half the retention when that is shorter.
+	// Store.DoLease) from its claim or its last extension or recorded step:
+	// past it, a retry takes the work over with a new fencing token. It
+	// must be shorter than Retention and at least twice WaitBound (a claim
+	// that waited out WaitBound still holds most of its lease). Default:
+	// DefaultLease, or half the retention when that is shorter, and at
+	// least twice WaitBound; when no such lease is shorter than Retention,
+	// lease mode refuses to run (ErrInvalidConfig) and the rest of the
+	// store works.
 	Lease time.Duration
+	// HolderWaitBound is how long a lease holder's own writes (Extend,
+	// RecordStep, Complete, Release, and DoLease's heartbeat) may wait for
+	// the database before failing: on SQLite, for its write lock. It is
+	// apart from WaitBound, which bounds a claim's wait for a key's holder,
+	// so a short WaitBound does not make a busy holder fail and a long one
+	// does not let a heartbeat outwait its own lease. At most a fifth of
+	// Lease, so that a heartbeat that waited it out can try again before
+	// the lease ends. Default: a fifth of Lease.
+	HolderWaitBound time.Duration
 	// Observer, when set, receives an Event for each claim decided, retry,
 	// commit of unknown outcome, stored response and purge, and (as a
 	// DoObserver) sees each call of Do start and end: the hook for metrics
@@ -126,6 +139,20 @@ func DefaultStoreStatus(status int) bool {
 	return true
 }
 
+// leaseFits checks Lease against Retention and WaitBound. Store.New
+// refuses a Lease that fails it; a default Lease that fails it (a short
+// Retention) only makes lease mode refuse to run.
+func (c Config) leaseFits() error {
+	switch {
+	case c.Lease >= c.Retention:
+		return fmt.Errorf("%w: Lease %v must be shorter than Retention %v", ErrInvalidConfig, c.Lease, c.Retention)
+	case c.Lease < 2*c.WaitBound:
+		return fmt.Errorf("%w: Lease %v must be at least twice WaitBound %v (a lease claim may wait that long, and its lease runs from before the wait)",
+			ErrInvalidConfig, c.Lease, c.WaitBound)
+	}
+	return nil
+}
+
 func (c Config) withDefaults() (Config, error) {
 	if c.Table == "" {
 		c.Table = DefaultTable
@@ -134,7 +161,7 @@ func (c Config) withDefaults() (Config, error) {
 		name string
 		v    *time.Duration
 		def  time.Duration
-	}{{"Retention", &c.Retention, DefaultRetention}, {"WaitBound", &c.WaitBound, DefaultWaitBound}, {"CommitTimeout", &c.CommitTimeout, DefaultCommitTimeout}, {"Lease", &c.Lease, 0}} {
+	}{{"Retention", &c.Retention, DefaultRetention}, {"WaitBound", &c.WaitBound, DefaultWaitBound}, {"CommitTimeout", &c.CommitTimeout, DefaultCommitTimeout}, {"Lease", &c.Lease, 0}, {"HolderWaitBound", &c.HolderWaitBound, 0}} {
 		if *f.v < 0 {
 			return c, fmt.Errorf("%w: %s %v is negative", ErrInvalidConfig, f.name, *f.v)
 		}
@@ -159,11 +186,18 @@ func (c Config) withDefaults() (Config, error) {
 		// find the winner's record when it gets to read it.
 		return c, fmt.Errorf("%w: Retention %v must be longer than WaitBound %v", ErrInvalidConfig, c.Retention, c.WaitBound)
 	}
-	if c.Lease == 0 {
-		c.Lease = min(DefaultLease, c.Retention/2)
+	if c.Lease != 0 {
+		if err := c.leaseFits(); err != nil {
+			return c, err
+		}
+	} else {
+		c.Lease = max(min(DefaultLease, c.Retention/2), 2*c.WaitBound)
 	}
-	if c.Lease >= c.Retention {
-		return c, fmt.Errorf("%w: Lease %v must be shorter than Retention %v", ErrInvalidConfig, c.Lease, c.Retention)
+	if c.HolderWaitBound == 0 {
+		c.HolderWaitBound = c.Lease / 5
+	} else if c.HolderWaitBound > c.Lease/5 {
+		return c, fmt.Errorf("%w: HolderWaitBound %v must be at most a fifth of Lease %v (a heartbeat every third of the lease must be able to wait it out twice)",
+			ErrInvalidConfig, c.HolderWaitBound, c.Lease)
 	}
 	if c.ReadFirst < ReadFirstAuto || c.ReadFirst > ReadFirstNever {
 		return c, fmt.Errorf("%w: ReadFirst %v is not a policy", ErrInvalidConfig, c.ReadFirst)
@@ -201,6 +235,9 @@ type core struct {
 	// settled tracks how many recent claims found a settled record, for
 	// ReadFirstAuto.
 	settled *settledShare
+	// leaseErr, when set, is why lease mode cannot run with this Config
+	// (a default Lease that does not fit a short Retention).
+	leaseErr error
 }
 
 // New returns a Store running on driver. It fails with ErrInvalidConfig for a
@@ -221,6 +258,7 @@ func New[TTx any](driver dialect.Driver[TTx], cfg Config) (*Store[TTx], error) {
 	}
 	s := &Store[TTx]{core: core{d: driver.Dialect(), table: table, cfg: cfg, pool: driver.Pool(), settled: &settledShare{}}, driver: driver}
 	s.doObserver, _ = cfg.Observer.(DoObserver)
+	s.leaseErr = cfg.leaseFits()
 	return s, nil
 }
 
