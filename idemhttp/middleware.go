@@ -184,8 +184,9 @@ func (m *Middleware[TTx]) Wrap(next http.Handler) http.Handler {
 // the lease with Lease, records a step after each external call (with that
 // step's own database writes), and sends Lease.DownstreamKey(step) to the
 // provider as its idempotency key. Its answer is stored when it returns;
-// Fail, a panic, or a status that is not stored (5xx, 408, 425, 429)
-// release the lease instead, so a retry resumes from the last step. The
+// Fail, a panic, a status that is not stored (5xx, 408, 425, 429), or no
+// answer at all (see Config.ImplicitOK) release the lease instead, so a
+// retry resumes from the last step. The
 // answers are Wrap's: a replay, 422 for another request, 409 while the
 // lease is held (Retry-After: until it ends), and 503 "lease-lost" when the
 // handler outlived its lease and another attempt took the work over.
