@@ -93,19 +93,19 @@
 // Proxy-Authorization, TE, Trailer, Transfer-Encoding, Upgrade), trailers
 // (the names Trailer lists, and http.TrailerPrefix ones), Content-Length
 // (always set from the body when written) and the two headers this package
-// adds.
+// adds. Config.StoreHeader decides the rest; its default,
+// DefaultStoreHeader, also leaves out Date (the server sets a current one
+// on every response), Set-Cookie (a session must not be handed out again,
+// nor kept in the database), and Authentication-Info and
+// Proxy-Authentication-Info (they belong to one authentication exchange).
 //
 // Trailers reach the first response only. The handler's trailers, declared
 // in the Trailer header or set with http.TrailerPrefix, follow its body as
 // net/http would send them (that response has no Content-Length, so
 // HTTP/1.1 sends it chunked). Replays carry none: a trailer describes one
 // transfer (a checksum or a timing taken while the body streamed), any hop
-// that removes the chunked framing may drop it, and the stored record keeps
-// the status, the header and the body only. Config.StoreHeader decides the rest; its
-// default, DefaultStoreHeader, also leaves out Date (the server sets a
-// current one on every response), Set-Cookie (a session must not be handed
-// out again, nor kept in the database), and Authentication-Info and
-// Proxy-Authentication-Info (they belong to one authentication exchange).
+// that removes the chunked framing may drop it, and a stored record keeps
+// the status, the header and the body only.
 //
 // A Content-Type the handler did not set is sniffed the way net/http does
 // before the response is stored, so the first answer and its replays agree.
@@ -175,19 +175,20 @@
 // the same answers as Wrap for retries; Fail, a panic or a status that is
 // not stored release the lease and answer 503, and a retry resumes from the
 // last recorded step. A handler that answers nothing releases the lease
-// too, with 500 "no-response" (unless Config.ImplicitOK). While the lease is held a retry gets 409 with a
-// Retry-After until the lease ends; a handler that outlived its lease while
-// another attempt took the work over gets 503 "lease-lost".
+// too, with 500 "no-response" (unless Config.ImplicitOK). While the lease
+// is held a retry gets 409 with a Retry-After until the lease ends; a
+// handler that outlived its lease while another attempt took the work over
+// gets 503 "lease-lost".
 //
 // # Limits
 //
 // The response is buffered, so handlers cannot stream, flush, hijack or send
 // 1xx informational responses through the middleware. A Flush writes
 // nothing (http.ResponseController reports it unsupported) and a 1xx is
-// dropped, so a handler that did only these has not answered. If the store retries a
-// transaction after a serialization failure or deadlock (see Fail), the
-// handler runs again, from a fresh copy of the request body, in a new
-// transaction; only the last run's answer is sent.
+// dropped, so a handler that did only these has not answered. If the store
+// retries a transaction after a serialization failure or deadlock (see
+// Fail), the handler runs again, from a fresh copy of the request body, in
+// a new transaction; only the last run's answer is sent.
 //
 // # Client
 //
