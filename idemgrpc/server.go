@@ -49,7 +49,8 @@ type Config struct {
 
 	// Protect reports whether a method (its full name, "/pkg.Service/Method")
 	// requires a key and runs in a transaction. Other methods pass through
-	// untouched. Default: every method the interceptor is installed on.
+	// untouched. Default: DefaultProtect, every method the interceptor is
+	// installed on but gRPC's health and reflection services.
 	Protect func(fullMethod string) bool
 
 	// Fingerprint hashes what the call asks for; the same key with another
@@ -127,7 +128,7 @@ func New[TTx any](store *idem.Store[TTx], cfg Config) (*Server[TTx], error) {
 		return nil, errors.New("idemgrpc: Config.Principal is required: keys must be scoped to who sends them")
 	}
 	if cfg.Protect == nil {
-		cfg.Protect = func(string) bool { return true }
+		cfg.Protect = DefaultProtect
 	}
 	if cfg.Fingerprint == nil {
 		cfg.Fingerprint = DefaultFingerprint
