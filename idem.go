@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"time"
 
 	"github.com/idemkit/idem/dialect"
@@ -193,6 +194,8 @@ type core struct {
 	d     dialect.Dialect
 	table dialect.Table
 	cfg   Config
+	// pool runs statements outside any transaction (the driver's Pool).
+	pool dialect.Queryer
 	// doObserver is cfg.Observer when it is a DoObserver.
 	doObserver DoObserver
 	// settled tracks how many recent claims found a settled record, for
@@ -203,8 +206,10 @@ type core struct {
 // New returns a Store running on driver. It fails with ErrInvalidConfig for a
 // bad Config, including a table name that is not an identifier.
 func New[TTx any](driver dialect.Driver[TTx], cfg Config) (*Store[TTx], error) {
-	if driver == nil {
-		return nil, fmt.Errorf("%w: nil driver", ErrInvalidConfig)
+	if isNil(driver) {
+		// A nil *Driver in the interface is what `d, _ := sqlite.New(...)`
+		// leaves when the constructor failed: its methods would panic.
+		return nil, fmt.Errorf("%w: nil driver %T (did its constructor fail?)", ErrInvalidConfig, driver)
 	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -214,9 +219,22 @@ func New[TTx any](driver dialect.Driver[TTx], cfg Config) (*Store[TTx], error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: table: %w", ErrInvalidConfig, err)
 	}
-	s := &Store[TTx]{core: core{d: driver.Dialect(), table: table, cfg: cfg, settled: &settledShare{}}, driver: driver}
+	s := &Store[TTx]{core: core{d: driver.Dialect(), table: table, cfg: cfg, pool: driver.Pool(), settled: &settledShare{}}, driver: driver}
 	s.doObserver, _ = cfg.Observer.(DoObserver)
 	return s, nil
+}
+
+// isNil reports whether v is nil or holds a nil pointer, map, slice,
+// channel or function.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
 }
 
 // Config returns the store's configuration with defaults filled in.
@@ -294,9 +312,17 @@ type Result struct {
 	// and its transaction rolled back (see Config.StoreStatus), and for
 	// every other outcome.
 	Committed bool
-	// Record is the record a loser found (zero on Won, and on an InFlight
-	// that timed out before it could read one).
+	// Record is the record a loser found: zero on Won, and on an InFlight
+	// whose wait ran out while no committed record held the key (another
+	// transaction's claim was not committed yet, or Busy).
 	Record Record
+	// Busy is set with InFlight when the wait that ran out was for the
+	// database itself, not for this key: on a backend whose writers take
+	// the whole database (Capabilities.DatabaseWriteLock, SQLite), another
+	// transaction held it past Config.WaitBound and no committed record
+	// holds the key. The key may be free: retry soon, and do not report it
+	// as being processed elsewhere.
+	Busy bool
 }
 
 // Claimed is what Store.Claim returns: a won claim to complete, or what a
@@ -338,8 +364,9 @@ func (c *core) claim(ctx context.Context, q dialect.Queryer, req Request) (*Clai
 	if err != nil {
 		err = c.d.Classify(err)
 		if errors.Is(err, ErrLockTimeout) && ctx.Err() == nil {
-			c.claimed(ctx, req, InFlight, started, false)
-			return &Claimed{Result: Result{Outcome: InFlight}, core: c, req: req}, nil
+			res := c.waitedOut(ctx, req)
+			c.claimed(ctx, req, res.Outcome, started, false)
+			return &Claimed{Result: res, core: c, req: req}, nil
 		}
 		return nil, c.failed(ctx, "claim", req, err)
 	}
@@ -354,6 +381,23 @@ func (c *core) claim(ctx context.Context, q dialect.Queryer, req Request) (*Clai
 		c.claimed(ctx, req, cl.Outcome, started, false)
 	}
 	return cl, err
+}
+
+// waitedOut is the outcome of a claim whose wait for the key (or, on
+// SQLite, for the database) ran out: what the key's committed record says,
+// read outside any transaction. A completed record replays and another
+// fingerprint is a mismatch, as they would once the wait ended; a pending
+// one is InFlight with its record (a lease's end, for Retry-After). With no
+// record the key is held by a transaction not yet committed, or, where
+// writers wait for the whole database, possibly by nobody: Busy.
+func (c *core) waitedOut(ctx context.Context, req Request) Result {
+	rec, found, err := c.d.Lookup(ctx, c.pool, c.table, dialect.LookupArgs{Scope: req.Scope, Key: req.Key, Now: c.now()})
+	if err == nil && found {
+		if res, err := c.judge(req, rec); err == nil {
+			return res
+		}
+	}
+	return Result{Outcome: InFlight, Busy: c.d.Capabilities().DatabaseWriteLock}
 }
 
 // failed wraps a statement's error with what was being done, marks errors

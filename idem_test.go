@@ -104,6 +104,17 @@ func TestNewConfig(t *testing.T) {
 	}
 }
 
+// TestNewTypedNilDriver: what `driver, _ := sqlite.New(...)` leaves when New
+// failed is a nil pointer in a non-nil interface; idem.New refuses it with
+// ErrInvalidConfig instead of panicking.
+func TestNewTypedNilDriver(t *testing.T) {
+	var driver *fakeDriver // a constructor's nil result, error ignored
+	store, err := idem.New[*fakeTx](driver, idem.Config{})
+	if !errors.Is(err, idem.ErrInvalidConfig) || store != nil {
+		t.Fatalf("New(typed nil driver) = %v, %v; want ErrInvalidConfig and no store", store, err)
+	}
+}
+
 // headerOfSize returns a header whose stored encoding is exactly size bytes
 // (size between 16392 and 2 MiB): version 1, one name (count 1, length 1,
 // "X"), one value (count 1, a 3-byte length, the value).

@@ -95,6 +95,7 @@ func cases[TTx any]() []Case[TTx] {
 		{"PurgersRace", testPurgersRace[TTx]},
 		{"WaitBoundOnlyForClaim", testWaitBoundScope[TTx]},
 		{"SubMillisecondWaitBound", testSubMillisecondWaitBound[TTx]},
+		{"BusyIsNotInFlight", testBusyIsNotInFlight[TTx]},
 		{"ReadFirstSettledKeys", testReadFirstSettledKeys[TTx]},
 		{"ReadFirstOpenKeys", testReadFirstOpenKeys[TTx]},
 		{"SlowWinnerNotOvertaken", testSlowWinnerNotOvertaken[TTx]},
