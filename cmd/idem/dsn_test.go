@@ -52,7 +52,7 @@ func TestRedactDSN(t *testing.T) {
 		{"app:p@ss@tcp(db)/orders", "app:xxxxx@tcp(db)/orders"},
 		{"app:pw@/orders", "app:xxxxx@/orders"},
 		{"app@unix(/run/mysqld.sock)/orders", "app@unix(/run/mysqld.sock)/orders"},
-		{"9x://app:pw@h/orders", "9x:xxxxx@h/orders"}, // a scheme begins with a letter
+		{"9x://app:pw@h/orders", "9x:xxxxx@h/orders"},                         // a scheme begins with a letter
 		{"app:pw@tcp(db)/orders?x=y://z", "app:xxxxx@tcp(db)/orders?x=y://z"}, // "app:pw@tcp(db)/orders?x=y" is no scheme
 	} {
 		if got := redactDSN(tc.dsn); got != tc.want {
