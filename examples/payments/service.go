@@ -70,7 +70,9 @@ func newService(ctx context.Context, cfg config, logger *slog.Logger) (s *servic
 			db.SQL.Close()
 		}
 	}()
-	store, err := idem.New(db.Driver, idem.Config{Lease: cfg.lease})
+	// A retry waits for a live lease at most half of it: the store
+	// refuses a Lease shorter than twice WaitBound.
+	store, err := idem.New(db.Driver, idem.Config{Lease: cfg.lease, WaitBound: min(idem.DefaultWaitBound, cfg.lease/2)})
 	if err != nil {
 		return nil, err
 	}
