@@ -387,6 +387,7 @@ func TestHandle(t *testing.T) {
 	}
 }
 
+// TestNewRefuses: every Config New refuses is an idem.ErrInvalidConfig.
 func TestNewRefuses(t *testing.T) {
 	o := newOrders(t, idem.Config{})
 	for _, tc := range []struct {
@@ -397,10 +398,16 @@ func TestNewRefuses(t *testing.T) {
 		{"nil store", nil, idemqueue.Config{Name: "x"}},
 		{"no name", o.store, idemqueue.Config{}},
 		{"negative in-flight delay", o.store, idemqueue.Config{Name: "x", InFlightDelay: -1}},
+		{"negative settle timeout", o.store, idemqueue.Config{Name: "x", SettleTimeout: -time.Second}},
+		{"negative in-flight wait", o.store, idemqueue.Config{Name: "x", InFlightWait: -time.Second}},
+		{"negative panic deliveries", o.store, idemqueue.Config{Name: "x", MaxPanicDeliveries: -1}},
 	} {
-		if _, err := idemqueue.New(tc.store, tc.cfg); err == nil {
-			t.Errorf("%s: no error", tc.name)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := idemqueue.New(tc.store, tc.cfg)
+			if c != nil || !errors.Is(err, idem.ErrInvalidConfig) {
+				t.Errorf("New = %v, %v; want no consumer and an error matching idem.ErrInvalidConfig", c, err)
+			}
+		})
 	}
 }
 
