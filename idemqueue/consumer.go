@@ -242,17 +242,37 @@ func (c *Consumer[TTx]) process(ctx context.Context, m Message, h Handler[TTx]) 
 		}
 		return Decision{Action: Ack, Outcome: idem.Won, Result: res.Response.Body}
 	case idem.Replay:
-		return Decision{Action: Ack, Outcome: idem.Replay, Result: res.Response.Body}
+		return Decision{Action: Ack, Outcome: idem.Replay, Result: res.Response.Body, Record: res.Record}
 	case idem.Mismatch:
-		return Decision{Action: Reject, Outcome: idem.Mismatch,
+		return Decision{Action: Reject, Outcome: idem.Mismatch, Record: res.Record,
 			Err: fmt.Errorf("%w: key %q in %q", ErrMismatch, key, m.Queue)}
 	case idem.InFlight:
-		return Decision{Action: Retry, Delay: c.cfg.InFlightDelay, Outcome: idem.InFlight,
-			Err: fmt.Errorf("%w: key %q in %q", ErrInFlight, key, m.Queue)}
+		return c.inFlight(m, key, res)
 	}
 	return Decision{Action: Retry, Delay: c.cfg.RetryDelay(m.Delivery),
 		Err: fmt.Errorf("idemqueue: message %q: unexpected outcome %v", key, res.Outcome)}
 }
+
+// inFlight decides on an InFlight answer. Only a pending record says that
+// someone holds the key; an answer without one means the store's wait ran
+// out before it could read the record (on SQLite: another transaction held
+// the database's write lock longer than WaitBound), which is no sign that
+// the message is being processed anywhere. Both are retried after
+// InFlightDelay, and Handle waits out both when it can keep the delivery
+// alive; they differ in the error, so an operator sees a busy database as
+// one.
+func (c *Consumer[TTx]) inFlight(m Message, key string, res idem.Result) Decision {
+	d := Decision{Action: Retry, Delay: c.cfg.InFlightDelay, Outcome: idem.InFlight, Record: res.Record}
+	if held(res.Record) {
+		d.Err = fmt.Errorf("%w: key %q in %q", ErrInFlight, key, m.Queue)
+	} else {
+		d.Err = fmt.Errorf("%w: key %q in %q: the store waited %v (WaitBound) without reading the key's record", ErrBusy, key, m.Queue, c.store.Config().WaitBound)
+	}
+	return d
+}
+
+// held reports whether rec is a pending record: a holder is known.
+func held(rec idem.Record) bool { return rec.Key != "" && !rec.Completed }
 
 // failed decides on an error from Do: nothing was committed (or, for
 // ErrCommitUnknown, a redelivery will tell).
