@@ -13,7 +13,7 @@ import (
 	"github.com/idemkit/idem/idemqueue"
 )
 
-// ErrDropped: JetStream had dropped the message after MaxDeliver
+// ErrDropped says JetStream had dropped the message after MaxDeliver
 // deliveries (its max-deliveries advisory says so) when a settle of it
 // arrived, and confirmed the settle all the same. An Ack's work may have
 // committed although JetStream counts the message as failed; a Retry's

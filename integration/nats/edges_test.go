@@ -163,8 +163,7 @@ func TestPoisonMessage(t *testing.T) {
 	ok := o.handler(0)
 	h := func(ctx context.Context, tx *sql.Tx, m idemqueue.Message) ([]byte, error) {
 		if string(m.Data) == "poison" {
-			var prices map[string]int
-			prices["item"] = 1 // a nil map: the handler panics
+			panic(errors.New("no price for this item")) // the handler has a bug this message meets
 		}
 		return ok(ctx, tx, m)
 	}
