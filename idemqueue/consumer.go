@@ -253,20 +253,20 @@ func (c *Consumer[TTx]) process(ctx context.Context, m Message, h Handler[TTx]) 
 		Err: fmt.Errorf("idemqueue: message %q: unexpected outcome %v", key, res.Outcome)}
 }
 
-// inFlight decides on an InFlight answer. Only a pending record says that
-// someone holds the key; an answer without one means the store's wait ran
-// out before it could read the record (on SQLite: another transaction held
-// the database's write lock longer than WaitBound), which is no sign that
-// the message is being processed anywhere. Both are retried after
-// InFlightDelay, and Handle waits out both when it can keep the delivery
-// alive; they differ in the error, so an operator sees a busy database as
-// one.
+// inFlight decides on an InFlight answer. A busy answer (idem.Result.Busy:
+// on SQLite another transaction held the database's write lock longer than
+// WaitBound, and no committed record holds the key) is no sign that the
+// message is being processed anywhere; a pending record, or a wait for the
+// key's row (a transaction still running holds it), is. Both are retried
+// after InFlightDelay, and Handle waits out both when it can keep the
+// delivery alive; they differ in the error, so that a busy database is not
+// reported as a message processed elsewhere.
 func (c *Consumer[TTx]) inFlight(m Message, key string, res idem.Result) Decision {
 	d := Decision{Action: Retry, Delay: c.cfg.InFlightDelay, Outcome: idem.InFlight, Record: res.Record}
-	if held(res.Record) {
-		d.Err = fmt.Errorf("%w: key %q in %q", ErrInFlight, key, m.Queue)
+	if res.Busy && !held(res.Record) {
+		d.Err = fmt.Errorf("%w: key %q in %q: another transaction held the database longer than WaitBound (%v)", ErrBusy, key, m.Queue, c.store.Config().WaitBound)
 	} else {
-		d.Err = fmt.Errorf("%w: key %q in %q: the store waited %v (WaitBound) without reading the key's record", ErrBusy, key, m.Queue, c.store.Config().WaitBound)
+		d.Err = fmt.Errorf("%w: key %q in %q", ErrInFlight, key, m.Queue)
 	}
 	return d
 }

@@ -55,8 +55,9 @@ type Decision struct {
 	Result []byte
 	// Record is the key's record as the store found it, for Replay,
 	// Mismatch and InFlight; zero when none was read (Won, a failed
-	// transaction, an InFlight whose wait ran out first). A pending
-	// record's LeaseUntil says how long its holder keeps it.
+	// transaction, an InFlight whose wait ran out while no committed
+	// record held the key). A pending record's LeaseUntil says how long
+	// its holder keeps it.
 	Record idem.Record
 	// Err says why the delivery is not acknowledged; nil for Ack. It
 	// matches ErrMismatch, ErrInFlight, ErrBusy, ErrPermanent, is a
@@ -69,16 +70,17 @@ var (
 	// ErrMismatch: the message's key was already used with other data (a
 	// publisher reused an id); the message is rejected.
 	ErrMismatch = errors.New("idemqueue: message id already used with other data")
-	// ErrInFlight: another consumer holds the message's key (the store
-	// found its pending record); the message is left for redelivery.
+	// ErrInFlight: another consumer holds the message's key: the store
+	// found its pending record, or waited WaitBound for a transaction
+	// still running that holds the key's row. The message is left for
+	// redelivery.
 	ErrInFlight = errors.New("idemqueue: message is being processed elsewhere")
-	// ErrBusy: the store's wait (idem.Config.WaitBound) ran out before it
-	// could read the message's record, so nobody is known to hold the key:
-	// on SQLite another transaction held the database's write lock; on a
-	// server database the key's row was locked by a transaction still
-	// running (which may be another consumer's run of this message). The
-	// message is retried shortly (InFlightDelay); Handle first waits and
-	// processes it again while it can keep the delivery alive.
+	// ErrBusy: the database itself was busy (idem.Result.Busy): on SQLite
+	// another transaction held the write lock longer than
+	// idem.Config.WaitBound and no committed record holds the key, so
+	// nobody is known to process the message. It is retried shortly
+	// (InFlightDelay); Handle first waits and processes it again while it
+	// can keep the delivery alive.
 	ErrBusy = errors.New("idemqueue: the database was busy past the wait bound")
 	// ErrPermanent marks handler errors that no redelivery can cure (see
 	// Permanent).

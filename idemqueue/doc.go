@@ -39,10 +39,10 @@
 // AckWait) keep them alive through an Extender: Handle extends the
 // delivery while it works, and waits out an answer that the message's key
 // is in flight (ErrInFlight) or that the database was busy past
-// idem.Config.WaitBound (ErrBusy: on SQLite another transaction held the
-// write lock, which says nothing about the key), processing it again
-// every InFlightDelay up to Config.InFlightWait, instead of spending a
-// delivery on it.
+// idem.Config.WaitBound (ErrBusy, idem.Result.Busy: on SQLite another
+// transaction held the write lock, which says nothing about the key),
+// processing it again every InFlightDelay up to Config.InFlightWait,
+// instead of spending a delivery on it.
 //
 // The record stores the handler's optional result with status 0
 // (idem.NoStatus) and lives for the store's retention (24 hours by
