@@ -398,7 +398,7 @@ func TestHandleWaitBounds(t *testing.T) {
 		atMost    time.Duration
 		extending bool
 	}{
-		{"until the lease ends", 10 * time.Millisecond, time.Minute, 100 * time.Millisecond, 20 * time.Second, true},
+		{"until the lease ends", 10 * time.Millisecond, time.Minute, 0, 20 * time.Second, true},
 		{"until InFlightWait", 10 * time.Millisecond, 150 * time.Millisecond, 100 * time.Millisecond, 20 * time.Second, true},
 		{"not kept alive", 0, time.Minute, 0, 20 * time.Second, false},
 	} {
