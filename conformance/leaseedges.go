@@ -101,6 +101,7 @@ func testLeaseFencingAcrossLifetimes[TTx any](t *testing.T, b Backend[TTx]) {
 				fresh = request(req.Key, "another body")
 			}
 			holder := e.acquire(e.Store, fresh, idem.Won)
+			e.staleRefused(stale, "lifetimes-stale")
 			if holder.Token() <= highest {
 				e.Fatalf(req.Key, "the new intention's token %d, want above %d, the key's highest before: a key's tokens must never repeat", holder.Token(), highest)
 			}
@@ -110,7 +111,6 @@ func testLeaseFencingAcrossLifetimes[TTx any](t *testing.T, b Backend[TTx]) {
 			if name, _ := holder.Step(); name != "" {
 				e.Fatalf(req.Key, "the new intention starts at step %q, want none", name)
 			}
-			e.staleRefused(stale, "lifetimes-stale")
 			rec, err := e.Store.Lookup(e.Ctx, fresh.Scope, fresh.Key)
 			if err != nil || rec.Completed || rec.Token != holder.Token() || rec.Fingerprint != fresh.Fingerprint || rec.Step != "" {
 				e.Fatalf(req.Key, "the new intention's record after the stale writes: %+v, %v; want it untouched", rec, err)
