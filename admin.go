@@ -312,7 +312,7 @@ func (s *Store[TTx]) delete(ctx context.Context, scope, key string, force bool) 
 	for range 3 {
 		var n int64
 		err := s.retry(ctx, req, func() error {
-			return s.tx(ctx, req, s.cfg.WaitBound, func(q dialect.Queryer) error {
+			return s.tx(ctx, req, false, s.cfg.WaitBound, func(q dialect.Queryer) error {
 				var err error
 				n, err = a.Delete(ctx, q, s.table, dialect.DeleteArgs{Scope: scope, Key: key, Force: force, Now: s.now()})
 				return err

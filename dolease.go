@@ -29,11 +29,13 @@ type LeaseFunc[TTx any] func(ctx context.Context, l *Lease[TTx]) (Response, erro
 // another process can take it over.
 //
 // If fn returns an error or panics, the lease is released, so a retry
-// resumes from the last recovery point, and the error (or panic) comes back
-// unchanged. So it is when Complete refuses the response before storing it
-// (too large, an invalid status, more than the database accepts). Once fn
-// has returned, completing or releasing no longer ends with ctx; it runs
-// within Config.CommitTimeout.
+// resumes from the last recovery point, and the error (or panic) comes
+// back; when fn's context ended because the lease was lost, the error also
+// matches ErrLeaseLost, and when the release failed, it holds that error
+// too. The lease is released too when Complete refuses the response before
+// storing it (too large, an invalid status, more than the database
+// accepts). Once fn has returned, completing or releasing no longer ends
+// with ctx; it runs within Config.CommitTimeout.
 func (s *Store[TTx]) DoLease(ctx context.Context, req Request, fn LeaseFunc[TTx]) (Result, error) {
 	if fn == nil {
 		return Result{}, fmt.Errorf("%w: nil function", ErrInvalidConfig)
@@ -66,6 +68,9 @@ func (s *Store[TTx]) DoLease(ctx context.Context, req Request, fn LeaseFunc[TTx]
 	fctx, cancel := finishCtx()
 	defer cancel()
 	if err != nil {
+		if cause := context.Cause(hb.work); errors.Is(cause, ErrLeaseLost) && !errors.Is(err, ErrLeaseLost) {
+			err = errors.Join(err, cause) // the work stopped because its lease was lost
+		}
 		if rerr := l.Release(fctx); rerr != nil && !errors.Is(rerr, ErrLeaseLost) {
 			return Result{}, errors.Join(err, rerr)
 		}
@@ -88,11 +93,13 @@ func (s *Store[TTx]) DoLease(ctx context.Context, req Request, fn LeaseFunc[TTx]
 // lease can no longer be known to be held.
 type heartbeat struct {
 	// work is the function's context.
-	work     context.Context
-	cancel   context.CancelCauseFunc
-	done     chan struct{}
-	wg       sync.WaitGroup
-	stopOnce sync.Once
+	work   context.Context
+	cancel context.CancelCauseFunc
+	// stopBeats ends an extension in progress when the heartbeat stops.
+	stopBeats context.CancelFunc
+	done      chan struct{}
+	wg        sync.WaitGroup
+	stopOnce  sync.Once
 }
 
 // startHeartbeat extends l every third of the lease, on a context detached
@@ -101,8 +108,8 @@ type heartbeat struct {
 // ErrLeaseLost once the lease is lost or can no longer be known held.
 func (l *Lease[TTx]) startHeartbeat(ctx context.Context) *heartbeat {
 	work, cancel := context.WithCancelCause(ctx)
-	h := &heartbeat{work: work, cancel: cancel, done: make(chan struct{})}
-	beats := context.WithoutCancel(ctx)
+	beats, stopBeats := context.WithCancel(context.WithoutCancel(ctx))
+	h := &heartbeat{work: work, cancel: cancel, stopBeats: stopBeats, done: make(chan struct{})}
 	period := max(l.store.cfg.Lease/3, time.Millisecond)
 	h.wg.Go(func() {
 		next := time.NewTimer(period)
@@ -114,6 +121,10 @@ func (l *Lease[TTx]) startHeartbeat(ctx context.Context) *heartbeat {
 			case <-h.done:
 				return
 			case <-lapse.C:
+				if until := l.knownHeldUntil(); time.Now().Before(until) {
+					lapse.Reset(time.Until(until)) // a recorded step extended it meanwhile
+					continue
+				}
 				cancel(fmt.Errorf("%w: no extension of the lease of key %q succeeded since %v; it may have ended",
 					ErrLeaseLost, l.req.Key, l.knownHeldUntil().Add(-l.store.cfg.Lease+leaseMargin(l.store.cfg.Lease)).Format(time.RFC3339Nano)))
 			case <-next.C:
@@ -164,6 +175,7 @@ func (l *Lease[TTx]) beat(ctx context.Context) error {
 func (h *heartbeat) stop() {
 	h.stopOnce.Do(func() {
 		close(h.done)
+		h.stopBeats()
 		h.wg.Wait()
 		h.cancel(nil)
 	})

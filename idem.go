@@ -350,9 +350,10 @@ type Result struct {
 	// and its transaction rolled back (see Config.StoreStatus), and for
 	// every other outcome.
 	Committed bool
-	// Record is the record a loser found: zero on Won, and on an InFlight
-	// whose wait ran out while no committed record held the key (another
-	// transaction's claim was not committed yet, or Busy).
+	// Record is the record a loser found: zero on an InFlight whose wait
+	// ran out while no committed record held the key (another
+	// transaction's claim was not committed yet, or Busy), and on Won from
+	// Do or Claim; a won Lease holds its own record.
 	Record Record
 	// Busy is set with InFlight when the wait that ran out was for the
 	// database itself, not for this key: on a backend whose writers take

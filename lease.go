@@ -64,6 +64,11 @@ type Lease[TTx any] struct {
 	token     int64
 	createdAt time.Time
 
+	// writing serialises the holder's writes (Extend, RecordStep,
+	// Complete, Release): an extension racing a release must not revive
+	// the lease the release ended.
+	writing sync.Mutex
+
 	mu       sync.Mutex
 	until    time.Time
 	step     string
@@ -215,13 +220,13 @@ func (s *Store[TTx]) Lease(ctx context.Context, req Request) (*Lease[TTx], error
 		}
 		pause = min(2*pause, 250*time.Millisecond)
 		rec, found, lerr := s.d.Lookup(ctx, s.pool, s.table, dialect.LookupArgs{Scope: req.Scope, Key: req.Key, Now: s.now()})
-		if lerr != nil {
-			return nil, s.failed(ctx, "wait for the lease of", req, s.d.Classify(lerr))
-		}
-		if found && rec.State == dialect.Pending && !rec.LeaseExpired && !rec.LeaseUntil.IsZero() {
+		if lerr == nil && found && rec.State == dialect.Pending && !rec.LeaseExpired && !rec.LeaseUntil.IsZero() &&
+			bytes32(rec.Fingerprint) == req.Fingerprint {
 			l.Record, _ = toRecord(rec)
 			continue
 		}
+		// Anything else (a read that failed, too) is for the claim to
+		// decide.
 		l, err = s.acquire(ctx, leaser, req, false)
 	}
 	if err == nil && s.observing() {
@@ -269,27 +274,37 @@ func (s *Store[TTx]) acquire(ctx context.Context, leaser dialect.Leaser, req Req
 var errVanished = dialect.Classified(dialect.ErrSerialization, errors.New("idem: the key's record vanished during the lease claim"))
 
 func (s *Store[TTx]) acquireOnce(ctx context.Context, leaser dialect.Leaser, req Request, resumeOnly bool) (*Lease[TTx], error) {
-	a := dialect.LeaseArgs{
-		Scope: req.Scope, Key: req.Key, Fingerprint: req.Fingerprint[:], Now: s.now(),
-		Retention: s.cfg.Retention, Lease: s.cfg.Lease, WaitBound: s.cfg.WaitBound,
-	}
-	read := dialect.LookupArgs{Scope: req.Scope, Key: req.Key, Now: a.Now}
 	var (
 		won, found bool
 		rec        dialect.Record
 		began      time.Time
 	)
+	a := dialect.LeaseArgs{
+		Scope: req.Scope, Key: req.Key, Fingerprint: req.Fingerprint[:],
+		Retention: s.cfg.Retention, Lease: s.cfg.Lease, WaitBound: s.cfg.WaitBound,
+	}
+	read := dialect.LookupArgs{Scope: req.Scope, Key: req.Key}
+	// start marks a statement that may set the lease's end: this
+	// process's clock first, so the lease is never counted on past the
+	// end the store's clock (read after it) gives it.
+	start := func() {
+		began = time.Now()
+		a.Now = s.now()
+		read.Now = a.Now
+	}
 	next := resumeLease
 	if !resumeOnly {
-		err := s.tx(ctx, req, s.cfg.WaitBound, func(q dialect.Queryer) error {
-			began = time.Now()
+		err := s.tx(ctx, req, true, s.cfg.WaitBound, func(q dialect.Queryer) error {
+			start()
 			var err error
 			if won, err = leaser.InsertLease(ctx, q, s.table, a); err != nil {
 				return err
 			}
 			// A lost insert writes nothing more here (see dialect.Leaser):
 			// this read decides whether a takeover is worth a transaction.
-			rec, found, err = s.d.Lookup(ctx, q, s.table, read)
+			if rec, found, err = s.d.Lookup(ctx, q, s.table, read); err == nil && won && !found {
+				return errVanished // roll the claim back rather than leave it unheld
+			}
 			return err
 		})
 		switch {
@@ -297,8 +312,6 @@ func (s *Store[TTx]) acquireOnce(ctx context.Context, leaser dialect.Leaser, req
 			return s.lostLease(req, s.waitedOut(ctx, req)), nil
 		case err != nil:
 			return nil, err
-		case won && !found:
-			return nil, errVanished
 		case won:
 			return s.heldLease(ctx, req, rec, began, false)
 		}
@@ -313,8 +326,8 @@ func (s *Store[TTx]) acquireOnce(ctx context.Context, leaser dialect.Leaser, req
 			return s.lostLease(req, res), err
 		}
 	}
-	err := s.tx(ctx, req, s.cfg.WaitBound, func(q dialect.Queryer) error {
-		began = time.Now()
+	err := s.tx(ctx, req, true, s.cfg.WaitBound, func(q dialect.Queryer) error {
+		start()
 		var err error
 		if next == takeExpired {
 			won, err = leaser.TakeExpired(ctx, q, s.table, a)
@@ -324,7 +337,9 @@ func (s *Store[TTx]) acquireOnce(ctx context.Context, leaser dialect.Leaser, req
 		if err != nil {
 			return err
 		}
-		rec, found, err = s.d.Lookup(ctx, q, s.table, read)
+		if rec, found, err = s.d.Lookup(ctx, q, s.table, read); err == nil && won && !found {
+			return errVanished
+		}
 		return err
 	})
 	switch {
@@ -365,7 +380,7 @@ func (s *Store[TTx]) heldLease(ctx context.Context, req Request, rec dialect.Rec
 		return nil, fmt.Errorf("idem: key %q in scope %q: %w", req.Key, req.Scope, err)
 	}
 	l := &Lease[TTx]{Result: Result{Outcome: Won, Record: r}, store: s, req: req, resumed: resumed,
-		token: r.Token, createdAt: r.CreatedAt, step: r.Step, stepData: r.StepData}
+		token: r.Token, createdAt: r.CreatedAt, step: r.Step, stepData: slices.Clone(r.StepData)}
 	l.extended(r.LeaseUntil, began)
 	if resumed && s.observing() {
 		s.emit(ctx, Event{Kind: EventTakeover, Scope: req.Scope, Key: req.Key, Token: r.Token, Step: r.Step, Lease: true})
@@ -375,8 +390,9 @@ func (s *Store[TTx]) heldLease(ctx context.Context, req Request, rec dialect.Rec
 
 // tx runs fn once in a short READ COMMITTED transaction of the core's,
 // begun within wait (SQLite's write lock), and commits. Its error is
-// classified; a COMMIT whose outcome is unknown is reported.
-func (s *Store[TTx]) tx(ctx context.Context, req Request, wait time.Duration, fn func(q dialect.Queryer) error) error {
+// classified; a COMMIT whose outcome is unknown is reported (as lease
+// mode's when lease is set).
+func (s *Store[TTx]) tx(ctx context.Context, req Request, lease bool, wait time.Duration, fn func(q dialect.Queryer) error) error {
 	tx, err := s.driver.Begin(ctx, dialect.BeginOptions{Isolation: sql.LevelReadCommitted, WaitBound: wait})
 	if err != nil {
 		return s.d.Classify(err)
@@ -385,14 +401,14 @@ func (s *Store[TTx]) tx(ctx context.Context, req Request, wait time.Duration, fn
 		rollback(ctx, tx)
 		return s.d.Classify(err)
 	}
-	return s.committed(ctx, req, tx)
+	return s.committed(ctx, req, lease, tx)
 }
 
 // committed commits tx and reports a COMMIT whose outcome is unknown.
-func (s *Store[TTx]) committed(ctx context.Context, req Request, tx dialect.Tx[TTx]) error {
+func (s *Store[TTx]) committed(ctx context.Context, req Request, lease bool, tx dialect.Tx[TTx]) error {
 	err := s.d.Classify(tx.Commit(ctx))
 	if errors.Is(err, ErrCommitUnknown) && s.observing() {
-		s.emit(ctx, Event{Kind: EventCommitUnknown, Scope: req.Scope, Key: req.Key, Err: err, Lease: true})
+		s.emit(ctx, Event{Kind: EventCommitUnknown, Scope: req.Scope, Key: req.Key, Err: err, Lease: lease})
 	}
 	return err
 }
@@ -400,7 +416,7 @@ func (s *Store[TTx]) committed(ctx context.Context, req Request, tx dialect.Tx[T
 // inTx runs fn with tx, retried like Do's transactions on errors a retry
 // may cure, within the holder's wait bound.
 func (s *Store[TTx]) inTx(ctx context.Context, req Request, op string, fn func(q dialect.Queryer) error) error {
-	err := s.retry(ctx, req, func() error { return s.tx(ctx, req, s.cfg.HolderWaitBound, fn) })
+	err := s.retry(ctx, req, func() error { return s.tx(ctx, req, true, s.cfg.HolderWaitBound, fn) })
 	if err != nil {
 		return s.failed(ctx, op, req, err)
 	}
@@ -410,6 +426,8 @@ func (s *Store[TTx]) inTx(ctx context.Context, req Request, op string, fn func(q
 // Extend moves the lease's end to Config.Lease from now. It fails with
 // ErrLeaseLost when the lease was taken over.
 func (l *Lease[TTx]) Extend(ctx context.Context) error {
+	l.writing.Lock()
+	defer l.writing.Unlock()
 	if err := l.held("extend"); err != nil {
 		return err
 	}
@@ -432,11 +450,15 @@ func (l *Lease[TTx]) Extend(ctx context.Context) error {
 // the step's own database writes in the same transaction, so the writes
 // and the recovery point commit together or not at all. The lease is
 // extended too. It fails with ErrLeaseLost, writing nothing, when the lease
-// was taken over; fn's error is returned unchanged, after a rollback.
+// was taken over; fn's error is returned unchanged, after a rollback. The
+// lease's writes take turns: fn must not call Extend, RecordStep, Complete
+// or Release of the same lease.
 func (l *Lease[TTx]) RecordStep(ctx context.Context, step string, data []byte, fn func(ctx context.Context, tx TTx) error) error {
 	if err := validateStep(step, data); err != nil {
 		return err
 	}
+	l.writing.Lock()
+	defer l.writing.Unlock()
 	if err := l.held("record step " + step); err != nil {
 		return err
 	}
@@ -486,7 +508,7 @@ func (l *Lease[TTx]) fencedTx(ctx context.Context, op string, fn func(ctx contex
 				return nil
 			}
 		}
-		return s.committed(ctx, l.req, tx)
+		return s.committed(ctx, l.req, true, tx)
 	})
 	if fnErr != nil {
 		return fnErr
@@ -510,11 +532,13 @@ func (l *Lease[TTx]) Complete(ctx context.Context, resp Response, fn func(ctx co
 	if err := resp.validate(); err != nil {
 		return Result{}, err
 	}
+	l.writing.Lock()
+	defer l.writing.Unlock()
 	if err := l.held("complete"); err != nil {
 		return Result{}, err
 	}
 	if !l.store.cfg.StoreStatus(resp.Status) {
-		if err := l.Release(ctx); err != nil {
+		if err := l.release(ctx); err != nil {
 			return Result{}, err
 		}
 		return Result{Outcome: Won, Response: resp}, nil
@@ -547,6 +571,13 @@ func (l *Lease[TTx]) Complete(ctx context.Context, resp Response, fn func(ctx co
 // over and resumes it. It fails with ErrLeaseLost when the lease was
 // already taken over.
 func (l *Lease[TTx]) Release(ctx context.Context) error {
+	l.writing.Lock()
+	defer l.writing.Unlock()
+	return l.release(ctx)
+}
+
+// release is Release, with the lease's writes already serialised.
+func (l *Lease[TTx]) release(ctx context.Context) error {
 	if err := l.held("release"); err != nil {
 		return err
 	}

@@ -118,8 +118,9 @@ type Event struct {
 	// Token and Step describe a takeover (EventTakeover).
 	Token int64
 	Step  string
-	// Lease is set for events of lease mode (Store.Lease, Resume, DoLease
-	// and a held lease's writes).
+	// Lease is set for the claim, stored, takeover and commit-unknown
+	// events of lease mode (Store.Lease, Resume, DoLease and a held
+	// lease's writes).
 	Lease bool
 	// Err is the error behind the event (EventRetry, EventCommitUnknown; an
 	// EventPurge that stopped early).

@@ -123,6 +123,7 @@ func cases[TTx any]() []Case[TTx] {
 		{"LeaseBadInput", testLeaseBadInput[TTx]},
 		{"LeaseFencingAcrossLifetimes", testLeaseFencingAcrossLifetimes[TTx]},
 		{"LeaseClaimsOnLiveLease", testLeaseClaimsOnLiveLease[TTx]},
+		{"LeaseReleaseNotUndone", testLeaseReleaseNotUndone[TTx]},
 		{"LeaseInFlightCarriesLeaseEnd", testLeaseInFlightCarriesLeaseEnd[TTx]},
 		{"LeaseHolderWaitsItsOwnBound", testLeaseHolderWaitsItsOwnBound[TTx]},
 		{"DoLeaseStopsWhenLeaseUnknown", testDoLeaseStopsWhenLeaseUnknown[TTx]},

@@ -79,6 +79,18 @@ func testLeaseFencingAcrossLifetimes[TTx any](t *testing.T, b Backend[TTx]) {
 			}
 			return taker.Token()
 		}},
+		{"ForceDelete, then a Do's record taken over once expired", false, func(e *env[TTx], clk *clock, stale *idem.Lease[TTx], req idem.Request) int64 {
+			if err := e.Store.ForceDelete(e.Ctx, req.Scope, req.Key); err != nil {
+				e.Fatalf(req.Key, "ForceDelete: %v", err)
+			}
+			// A single-transaction claim makes the key's next record (it
+			// holds no lease); once it expires, a lease takes it over.
+			if r := e.do(e.Store, req, e.work("lifetimes-do", created("do"))); r.Outcome != idem.Won {
+				e.Fatalf(req.Key, "Do after ForceDelete: %v, want won", r.Outcome)
+			}
+			clk.add(retention + time.Second)
+			return stale.Token()
+		}},
 		{"Purge after the holder stalled past the retention", false, func(e *env[TTx], clk *clock, stale *idem.Lease[TTx], req idem.Request) int64 {
 			clk.add(retention + lease + time.Second)
 			if res, err := e.Store.Purge(e.Ctx); err != nil || res.Deleted != 1 {
@@ -128,6 +140,29 @@ func testLeaseFencingAcrossLifetimes[TTx any](t *testing.T, b Backend[TTx]) {
 				e.Fatalf(req.Key, "the new holder's write: %d rows, want 1", n)
 			}
 		})
+	}
+}
+
+// testLeaseReleaseNotUndone: an extension racing a release (DoLease's
+// heartbeat while the work's failure releases the lease) does not bring the
+// released lease back: a retry right after the release takes the work over.
+func testLeaseReleaseNotUndone[TTx any](t *testing.T, b Backend[TTx]) {
+	e, hooks := setupFaults(t, b, idem.Config{Lease: time.Minute, WaitBound: 100 * time.Millisecond})
+	req := request("lease-release-race", "x")
+	l := e.acquire(e.Store, req, idem.Won)
+	released := make(chan error, 1)
+	hooks.beforeNextBegin(func() { // the extension is under way
+		go func() { released <- l.Release(e.Ctx) }()
+		time.Sleep(200 * time.Millisecond) // the release runs now, or waits for this extension
+	})
+	if err := l.Extend(e.Ctx); err != nil && !errors.Is(err, idem.ErrLeaseLost) {
+		e.Fatalf(req.Key, "Extend: %v", err)
+	}
+	if err := <-released; err != nil {
+		e.Fatalf(req.Key, "Release: %v", err)
+	}
+	if next := e.acquire(e.Store, req, idem.Won); !next.Resumed() {
+		e.Fatalf(req.Key, "a retry after the release: resumed %v, want the work taken over", next.Resumed())
 	}
 }
 

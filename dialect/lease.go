@@ -11,9 +11,10 @@ import (
 // that holds a lease (an expiry, LeaseUntil) and a fencing token; the work
 // runs outside any long transaction, and every later write of the holder
 // (extending the lease, recording a step, completing, releasing) is an
-// UPDATE guarded by the token and the request's fingerprint, so a holder
-// whose lease was taken over, or whose record was deleted and claimed
-// afresh, can change nothing.
+// UPDATE guarded by the token and the request's fingerprint, matching only
+// a pending record that holds a lease (lease_until set: never one a
+// single-transaction claim made), so a holder whose lease was taken over,
+// or whose record was deleted and claimed afresh, can change nothing.
 //
 // The core runs each method in a short transaction it begins (READ
 // COMMITTED where the database has levels) and commits. A claim runs

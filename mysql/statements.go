@@ -187,7 +187,7 @@ type leaseStatements struct {
 // Single-table UPDATEs assign left to right; no assignment here reads a
 // column an earlier one set.
 func newLeaseStatements(n string) leaseStatements {
-	const fenced = `WHERE scope = ? AND idem_key = ? AND token = ? AND fingerprint = ? AND status IS NULL`
+	const fenced = `WHERE scope = ? AND idem_key = ? AND token = ? AND fingerprint = ? AND status IS NULL AND lease_until IS NOT NULL`
 	const plus = ` + INTERVAL ? MICROSECOND`
 	return leaseStatements{
 		// The token is stamped by stampToken once the row is this
@@ -216,7 +216,7 @@ WHERE scope = ? AND idem_key = ? AND status IS NULL AND fingerprint = ?
 
 		complete: `UPDATE ` + n + ` SET status = ?, header = ?, body = ?, expires_at = ` + now + plus + `, lease_until = NULL ` + fenced,
 
-		release: `UPDATE ` + n + ` SET lease_until = ` + now + ` ` + fenced + ` AND lease_until IS NOT NULL`,
+		release: `UPDATE ` + n + ` SET lease_until = ` + now + ` ` + fenced,
 
 		// Whether the holder's record is there: after an UPDATE that
 		// changed nothing, which go-sql-driver reports as 0 rows unless

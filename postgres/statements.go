@@ -161,7 +161,7 @@ func newLeaseStatements(n, fence string) leaseStatements {
 	// $1 scope, $2 key, $3 token, $4 fingerprint, $5 now, then each
 	// statement's own.
 	fenceNow := clockOf("$5")
-	const fenced = `WHERE scope = $1 AND idem_key = $2 AND token = $3 AND fingerprint = $4 AND status IS NULL`
+	const fenced = `WHERE scope = $1 AND idem_key = $2 AND token = $3 AND fingerprint = $4 AND status IS NULL AND lease_until IS NOT NULL`
 	return leaseStatements{
 		// The token is stamped by stampToken once the row is this
 		// transaction's: the INSERT's own snapshot may predate the commit
@@ -202,7 +202,7 @@ RETURNING lease_until`,
 		complete: `UPDATE ` + n + ` SET status = $6, header = $7, body = $8,
 	expires_at = ` + fenceNow + ` + ` + micros("$9") + `, lease_until = NULL ` + fenced,
 
-		release: `UPDATE ` + n + ` SET lease_until = ` + fenceNow + ` ` + fenced + ` AND lease_until IS NOT NULL`,
+		release: `UPDATE ` + n + ` SET lease_until = ` + fenceNow + ` ` + fenced,
 
 		// $1 now, $2 limit.
 		expired: `SELECT ` + columns("", clockOf("$1")) + ` FROM ` + n + `
