@@ -289,8 +289,10 @@ func (s *Store[TTx]) Delete(ctx context.Context, scope, key string) error {
 // ForceDelete deletes the record of a key whatever its state, for a pending
 // record whose request is known to be gone (a claim committed without its
 // response, say). If that request is in fact still running, its completion
-// fails with ErrNotClaimed and rolls back, and a retry does the work. It
-// returns ErrNotFound when there is no record.
+// fails and rolls back, and a retry does the work: with ErrNotClaimed in
+// Do and Store.Claim; with ErrLeaseLost in lease mode, even once the key
+// was claimed afresh (a key's fencing tokens never repeat). It returns
+// ErrNotFound when there is no record.
 func (s *Store[TTx]) ForceDelete(ctx context.Context, scope, key string) error {
 	return s.delete(ctx, scope, key, true)
 }
@@ -308,9 +310,16 @@ func (s *Store[TTx]) delete(ctx context.Context, scope, key string, force bool) 
 	// tells why. A record that changed in between (completed, expired) is
 	// tried again, a few times.
 	for range 3 {
-		n, err := a.Delete(ctx, s.driver.Pool(), s.table, dialect.DeleteArgs{Scope: scope, Key: key, Force: force, Now: s.now()})
+		var n int64
+		err := s.retry(ctx, req, func() error {
+			return s.tx(ctx, req, false, s.cfg.WaitBound, func(q dialect.Queryer) error {
+				var err error
+				n, err = a.Delete(ctx, q, s.table, dialect.DeleteArgs{Scope: scope, Key: key, Force: force, Now: s.now()})
+				return err
+			})
+		})
 		if err != nil {
-			return s.failed(ctx, "delete", req, s.d.Classify(err))
+			return s.failed(ctx, "delete", req, err)
 		}
 		if n > 0 {
 			return nil

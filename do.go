@@ -78,11 +78,18 @@ func (s *Store[TTx]) Do(ctx context.Context, req Request, fn Func[TTx], opts ...
 // that record settles the outcome: completed with req's fingerprint (Replay)
 // or claimed with another (Mismatch). Completed records do not change until
 // they expire, so the read needs no lock. done is false when the key has no
-// live record or it is pending with req's fingerprint: the claim decides.
+// live record or it is pending with req's fingerprint, and when the read
+// failed (a connection lost, say) while ctx is still live: the claim
+// decides, with Do's retries.
 func (s *Store[TTx]) readFirst(ctx context.Context, req Request) (res Result, done bool, err error) {
 	rec, found, err := s.d.Lookup(ctx, s.driver.Pool(), s.table, dialect.LookupArgs{Scope: req.Scope, Key: req.Key, Now: s.now()})
 	if err != nil {
-		return Result{}, false, s.failed(ctx, "read before claiming", req, s.d.Classify(err))
+		if ctx.Err() != nil {
+			return Result{}, false, s.failed(ctx, "read before claiming", req, s.d.Classify(err))
+		}
+		// The read only saves work; the claim decides, and its errors
+		// are retried the way the read's would not be.
+		return Result{}, false, nil
 	}
 	if !found {
 		return Result{}, false, nil
@@ -111,9 +118,11 @@ func (s *Store[TTx]) attempt(ctx context.Context, req Request, fn Func[TTx], o c
 	if err != nil {
 		err = s.d.Classify(err)
 		if errors.Is(err, ErrLockTimeout) && ctx.Err() == nil {
-			// SQLite: another writer held the database past the wait bound.
-			s.claimed(ctx, req, InFlight, started, false)
-			return Result{Outcome: InFlight}, nil
+			// SQLite: another writer held the database past the wait
+			// bound; the key's record says whether that was its holder.
+			res := s.waitedOut(ctx, req)
+			s.claimed(ctx, req, res.Outcome, started, false)
+			return res, nil
 		}
 		return Result{}, s.failed(ctx, "begin for", req, err)
 	}

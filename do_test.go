@@ -36,6 +36,8 @@ func TestDoControlFlow(t *testing.T) {
 		completes int
 		commits   int
 		lookups   int
+		busy      bool  // Result.Busy
+		token     int64 // Result.Record.Token
 	}
 	readFirst := idem.Config{ReadFirst: idem.ReadFirstAlways}
 	lookupFinds := func(rec dialect.Record) func(f *fakeDriver, _ context.CancelFunc) {
@@ -174,7 +176,18 @@ func TestDoControlFlow(t *testing.T) {
 				}
 			},
 			fn:   func(int) (idem.Response, error) { return ok, nil },
-			want: want{outcome: idem.InFlight, begins: 1},
+			want: want{outcome: idem.InFlight, begins: 1, lookups: 1},
+		},
+		{
+			name: "lock timeout during the claim on a committed pending record is in flight with the record",
+			script: func(f *fakeDriver, cancel context.CancelFunc) {
+				f.claim = func(context.Context, int, dialect.ClaimArgs) (dialect.ClaimResult, error) {
+					return dialect.ClaimResult{}, errRawLockTimeout
+				}
+				lookupFinds(dialect.Record{Key: "k1", Fingerprint: req.Fingerprint[:], State: dialect.Pending, Token: 3})(f, cancel)
+			},
+			fn:   func(int) (idem.Response, error) { return ok, nil },
+			want: want{outcome: idem.InFlight, token: 3, begins: 1, lookups: 1},
 		},
 		{
 			name: "lock timeout at begin is in flight",
@@ -182,7 +195,26 @@ func TestDoControlFlow(t *testing.T) {
 				f.beginErr = func(int) error { return errRawLockTimeout }
 			},
 			fn:   func(int) (idem.Response, error) { return ok, nil },
-			want: want{outcome: idem.InFlight, begins: 1},
+			want: want{outcome: idem.InFlight, begins: 1, lookups: 1},
+		},
+		{
+			name: "lock timeout at begin on a database-wide write lock, no record: busy",
+			script: func(f *fakeDriver, _ context.CancelFunc) {
+				f.caps.DatabaseWriteLock = true
+				f.beginErr = func(int) error { return errRawLockTimeout }
+			},
+			fn:   func(int) (idem.Response, error) { return ok, nil },
+			want: want{outcome: idem.InFlight, busy: true, begins: 1, lookups: 1},
+		},
+		{
+			name: "lock timeout at begin, the key's work already stored: replay",
+			script: func(f *fakeDriver, cancel context.CancelFunc) {
+				f.caps.DatabaseWriteLock = true
+				f.beginErr = func(int) error { return errRawLockTimeout }
+				lookupFinds(dialect.Record{Key: "k1", Fingerprint: req.Fingerprint[:], State: dialect.Completed, Status: 201, Body: []byte("stored")})(f, cancel)
+			},
+			fn:   func(int) (idem.Response, error) { return ok, nil },
+			want: want{outcome: idem.Replay, begins: 1, lookups: 1},
 		},
 		{
 			name: "cancelled context while waiting is an error, not in flight",
@@ -281,13 +313,34 @@ func TestDoControlFlow(t *testing.T) {
 			want: want{outcome: idem.Won, committed: true, calls: 1, begins: 1, completes: 1, commits: 1, lookups: 1},
 		},
 		{
-			name: "read first: a failed read is returned with context, nothing begun",
+			name: "read first: a transient error on the read falls through to the claim",
+			cfg:  readFirst,
+			script: func(f *fakeDriver, _ context.CancelFunc) {
+				f.lookup = func(dialect.LookupArgs) (dialect.Record, bool, error) { return dialect.Record{}, false, errRawConnLost }
+			},
+			fn:   func(int) (idem.Response, error) { return ok, nil },
+			want: want{outcome: idem.Won, committed: true, calls: 1, begins: 1, completes: 1, commits: 1, lookups: 1},
+		},
+		{
+			name: "read first: any other failed read falls through to the claim too",
 			cfg:  readFirst,
 			script: func(f *fakeDriver, _ context.CancelFunc) {
 				f.lookup = func(dialect.LookupArgs) (dialect.Record, bool, error) { return dialect.Record{}, false, boom }
 			},
 			fn:   func(int) (idem.Response, error) { return ok, nil },
-			want: want{err: []error{boom}, lookups: 1},
+			want: want{outcome: idem.Won, committed: true, calls: 1, begins: 1, completes: 1, commits: 1, lookups: 1},
+		},
+		{
+			name: "read first: a read cut short by the caller's context is returned, nothing begun",
+			cfg:  readFirst,
+			script: func(f *fakeDriver, cancel context.CancelFunc) {
+				f.lookup = func(dialect.LookupArgs) (dialect.Record, bool, error) {
+					cancel()
+					return dialect.Record{}, false, context.Canceled
+				}
+			},
+			fn:   func(int) (idem.Response, error) { return ok, nil },
+			want: want{err: []error{context.Canceled}, lookups: 1},
 		},
 		{
 			name:   "read first: a corrupt record is an error, not a replay",
@@ -358,6 +411,9 @@ func TestDoControlFlow(t *testing.T) {
 			if err == nil {
 				if res.Outcome != w.outcome || res.Committed != w.committed {
 					t.Errorf("Do = %v committed %v, want %v committed %v", res.Outcome, res.Committed, w.outcome, w.committed)
+				}
+				if res.Busy != w.busy || res.Record.Token != w.token {
+					t.Errorf("Do = busy %v record token %d, want busy %v token %d", res.Busy, res.Record.Token, w.busy, w.token)
 				}
 			} else if res.Outcome != 0 || res.Committed {
 				t.Errorf("Do returned %+v with its error, want a zero Result", res)

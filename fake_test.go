@@ -76,6 +76,7 @@ type fakeDriver struct {
 	lookup    func(a dialect.LookupArgs) (dialect.Record, bool, error)
 	commitErr error
 	purge     []purgeStep
+	caps      dialect.Capabilities
 
 	// What happened.
 	txs       []*fakeTx
@@ -130,7 +131,7 @@ func (f *fakeDriver) Begin(ctx context.Context, opts dialect.BeginOptions) (dial
 }
 
 func (f *fakeDriver) Name() string                        { return "fake" }
-func (f *fakeDriver) Capabilities() dialect.Capabilities  { return dialect.Capabilities{} }
+func (f *fakeDriver) Capabilities() dialect.Capabilities  { return f.caps }
 func (f *fakeDriver) Schema(dialect.Table) dialect.Schema { return dialect.Schema{} }
 func (f *fakeDriver) Lookup(_ context.Context, _ dialect.Queryer, _ dialect.Table, a dialect.LookupArgs) (dialect.Record, bool, error) {
 	f.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"time"
 
 	"github.com/idemkit/idem/dialect"
@@ -93,11 +94,24 @@ type Config struct {
 	// busy database it raises claim latency).
 	PurgeDutyCycle float64
 	// Lease is how long a lease lasts in lease mode (Store.Lease,
-	// Store.DoLease) from its claim or its last extension, recorded step or
-	// release: past it, a retry takes the work over with the next fencing
-	// token. It must be shorter than Retention. Default: DefaultLease, or
-	// half the retention when that is shorter.
+	// Store.DoLease) from its claim or its last extension or recorded step:
+	// past it, a retry takes the work over with a new fencing token. It
+	// must be shorter than Retention and at least twice WaitBound (a claim
+	// that waited out WaitBound still holds most of its lease). Default:
+	// DefaultLease, or half the retention when that is shorter, and at
+	// least twice WaitBound; when no such lease is shorter than Retention,
+	// lease mode refuses to run (ErrInvalidConfig) and the rest of the
+	// store works.
 	Lease time.Duration
+	// HolderWaitBound is how long a lease holder's own writes (Extend,
+	// RecordStep, Complete, Release, and DoLease's heartbeat) may wait for
+	// the database before failing: on SQLite, for its write lock. It is
+	// apart from WaitBound, which bounds a claim's wait for a key's holder,
+	// so a short WaitBound does not make a busy holder fail and a long one
+	// does not let a heartbeat outwait its own lease. At most a fifth of
+	// Lease, so that a heartbeat that waited it out can try again before
+	// the lease ends. Default: a fifth of Lease.
+	HolderWaitBound time.Duration
 	// Observer, when set, receives an Event for each claim decided, retry,
 	// commit of unknown outcome, stored response and purge, and (as a
 	// DoObserver) sees each call of Do start and end: the hook for metrics
@@ -125,6 +139,20 @@ func DefaultStoreStatus(status int) bool {
 	return true
 }
 
+// leaseFits checks Lease against Retention and WaitBound. Store.New
+// refuses a Lease that fails it; a default Lease that fails it (a short
+// Retention) only makes lease mode refuse to run.
+func (c Config) leaseFits() error {
+	switch {
+	case c.Lease >= c.Retention:
+		return fmt.Errorf("%w: Lease %v must be shorter than Retention %v", ErrInvalidConfig, c.Lease, c.Retention)
+	case c.Lease < 2*c.WaitBound:
+		return fmt.Errorf("%w: Lease %v must be at least twice WaitBound %v (a lease claim may wait that long, and its lease runs from before the wait)",
+			ErrInvalidConfig, c.Lease, c.WaitBound)
+	}
+	return nil
+}
+
 func (c Config) withDefaults() (Config, error) {
 	if c.Table == "" {
 		c.Table = DefaultTable
@@ -133,7 +161,7 @@ func (c Config) withDefaults() (Config, error) {
 		name string
 		v    *time.Duration
 		def  time.Duration
-	}{{"Retention", &c.Retention, DefaultRetention}, {"WaitBound", &c.WaitBound, DefaultWaitBound}, {"CommitTimeout", &c.CommitTimeout, DefaultCommitTimeout}, {"Lease", &c.Lease, 0}} {
+	}{{"Retention", &c.Retention, DefaultRetention}, {"WaitBound", &c.WaitBound, DefaultWaitBound}, {"CommitTimeout", &c.CommitTimeout, DefaultCommitTimeout}, {"Lease", &c.Lease, 0}, {"HolderWaitBound", &c.HolderWaitBound, 0}} {
 		if *f.v < 0 {
 			return c, fmt.Errorf("%w: %s %v is negative", ErrInvalidConfig, f.name, *f.v)
 		}
@@ -158,11 +186,18 @@ func (c Config) withDefaults() (Config, error) {
 		// find the winner's record when it gets to read it.
 		return c, fmt.Errorf("%w: Retention %v must be longer than WaitBound %v", ErrInvalidConfig, c.Retention, c.WaitBound)
 	}
-	if c.Lease == 0 {
-		c.Lease = min(DefaultLease, c.Retention/2)
+	if c.Lease != 0 {
+		if err := c.leaseFits(); err != nil {
+			return c, err
+		}
+	} else {
+		c.Lease = max(min(DefaultLease, c.Retention/2), 2*c.WaitBound)
 	}
-	if c.Lease >= c.Retention {
-		return c, fmt.Errorf("%w: Lease %v must be shorter than Retention %v", ErrInvalidConfig, c.Lease, c.Retention)
+	if c.HolderWaitBound == 0 {
+		c.HolderWaitBound = c.Lease / 5
+	} else if c.HolderWaitBound > c.Lease/5 {
+		return c, fmt.Errorf("%w: HolderWaitBound %v must be at most a fifth of Lease %v (a heartbeat every third of the lease must be able to wait it out twice)",
+			ErrInvalidConfig, c.HolderWaitBound, c.Lease)
 	}
 	if c.ReadFirst < ReadFirstAuto || c.ReadFirst > ReadFirstNever {
 		return c, fmt.Errorf("%w: ReadFirst %v is not a policy", ErrInvalidConfig, c.ReadFirst)
@@ -193,18 +228,25 @@ type core struct {
 	d     dialect.Dialect
 	table dialect.Table
 	cfg   Config
+	// pool runs statements outside any transaction (the driver's Pool).
+	pool dialect.Queryer
 	// doObserver is cfg.Observer when it is a DoObserver.
 	doObserver DoObserver
 	// settled tracks how many recent claims found a settled record, for
 	// ReadFirstAuto.
 	settled *settledShare
+	// leaseErr, when set, is why lease mode cannot run with this Config
+	// (a default Lease that does not fit a short Retention).
+	leaseErr error
 }
 
 // New returns a Store running on driver. It fails with ErrInvalidConfig for a
 // bad Config, including a table name that is not an identifier.
 func New[TTx any](driver dialect.Driver[TTx], cfg Config) (*Store[TTx], error) {
-	if driver == nil {
-		return nil, fmt.Errorf("%w: nil driver", ErrInvalidConfig)
+	if isNil(driver) {
+		// A nil *Driver in the interface is what `d, _ := sqlite.New(...)`
+		// leaves when the constructor failed: its methods would panic.
+		return nil, fmt.Errorf("%w: nil driver %T (did its constructor fail?)", ErrInvalidConfig, driver)
 	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -214,9 +256,23 @@ func New[TTx any](driver dialect.Driver[TTx], cfg Config) (*Store[TTx], error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: table: %w", ErrInvalidConfig, err)
 	}
-	s := &Store[TTx]{core: core{d: driver.Dialect(), table: table, cfg: cfg, settled: &settledShare{}}, driver: driver}
+	s := &Store[TTx]{core: core{d: driver.Dialect(), table: table, cfg: cfg, pool: driver.Pool(), settled: &settledShare{}}, driver: driver}
 	s.doObserver, _ = cfg.Observer.(DoObserver)
+	s.leaseErr = cfg.leaseFits()
 	return s, nil
+}
+
+// isNil reports whether v is nil or holds a nil pointer, map, slice,
+// channel or function.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
 }
 
 // Config returns the store's configuration with defaults filled in.
@@ -294,9 +350,18 @@ type Result struct {
 	// and its transaction rolled back (see Config.StoreStatus), and for
 	// every other outcome.
 	Committed bool
-	// Record is the record a loser found (zero on Won, and on an InFlight
-	// that timed out before it could read one).
+	// Record is the record a loser found: zero on an InFlight whose wait
+	// ran out while no committed record held the key (another
+	// transaction's claim was not committed yet, or Busy), and on Won from
+	// Do or Claim; a won Lease holds its own record.
 	Record Record
+	// Busy is set with InFlight when the wait that ran out was for the
+	// database itself, not for this key: on a backend whose writers take
+	// the whole database (Capabilities.DatabaseWriteLock, SQLite), another
+	// transaction held it past Config.WaitBound and no committed record
+	// holds the key. The key may be free: retry soon, and do not report it
+	// as being processed elsewhere.
+	Busy bool
 }
 
 // Claimed is what Store.Claim returns: a won claim to complete, or what a
@@ -338,8 +403,9 @@ func (c *core) claim(ctx context.Context, q dialect.Queryer, req Request) (*Clai
 	if err != nil {
 		err = c.d.Classify(err)
 		if errors.Is(err, ErrLockTimeout) && ctx.Err() == nil {
-			c.claimed(ctx, req, InFlight, started, false)
-			return &Claimed{Result: Result{Outcome: InFlight}, core: c, req: req}, nil
+			res := c.waitedOut(ctx, req)
+			c.claimed(ctx, req, res.Outcome, started, false)
+			return &Claimed{Result: res, core: c, req: req}, nil
 		}
 		return nil, c.failed(ctx, "claim", req, err)
 	}
@@ -354,6 +420,23 @@ func (c *core) claim(ctx context.Context, q dialect.Queryer, req Request) (*Clai
 		c.claimed(ctx, req, cl.Outcome, started, false)
 	}
 	return cl, err
+}
+
+// waitedOut is the outcome of a claim whose wait for the key (or, on
+// SQLite, for the database) ran out: what the key's committed record says,
+// read outside any transaction. A completed record replays and another
+// fingerprint is a mismatch, as they would once the wait ended; a pending
+// one is InFlight with its record (a lease's end, for Retry-After). With no
+// record the key is held by a transaction not yet committed, or, where
+// writers wait for the whole database, possibly by nobody: Busy.
+func (c *core) waitedOut(ctx context.Context, req Request) Result {
+	rec, found, err := c.d.Lookup(ctx, c.pool, c.table, dialect.LookupArgs{Scope: req.Scope, Key: req.Key, Now: c.now()})
+	if err == nil && found {
+		if res, err := c.judge(req, rec); err == nil {
+			return res
+		}
+	}
+	return Result{Outcome: InFlight, Busy: c.d.Capabilities().DatabaseWriteLock}
 }
 
 // failed wraps a statement's error with what was being done, marks errors

@@ -27,6 +27,8 @@ func TestNewConfig(t *testing.T) {
 		PurgeDutyCycle: 0.25,
 		CommitTimeout:  10 * time.Second,
 		Lease:          30 * time.Second,
+
+		HolderWaitBound: 6 * time.Second,
 	}
 	custom := idem.Config{
 		Table:       "my_keys",
@@ -39,6 +41,8 @@ func TestNewConfig(t *testing.T) {
 		PurgeDutyCycle: 1,
 		CommitTimeout:  time.Minute,
 		Lease:          5 * time.Minute,
+
+		HolderWaitBound: time.Minute,
 	}
 	for _, tc := range []struct {
 		name    string
@@ -58,11 +62,20 @@ func TestNewConfig(t *testing.T) {
 		{name: "negative CommitTimeout", cfg: idem.Config{CommitTimeout: -time.Second}, wantErr: true},
 		{name: "Retention equal to WaitBound", cfg: idem.Config{Retention: 5 * time.Second, WaitBound: 5 * time.Second}, wantErr: true},
 		{name: "Retention shorter than the default WaitBound", cfg: idem.Config{Retention: time.Second}, wantErr: true},
-		{name: "Retention just over WaitBound", cfg: idem.Config{Retention: time.Second + 1, WaitBound: time.Second},
+		{name: "Retention just over WaitBound: no lease fits, the rest works", cfg: idem.Config{Retention: time.Second + 1, WaitBound: time.Second},
 			want: idem.Config{Table: "idempotency_keys", Retention: time.Second + 1, WaitBound: time.Second, MaxBody: 1 << 20, MaxAttempts: 5,
-				PurgeBatch: 1000, PurgeDutyCycle: 0.25, CommitTimeout: 10 * time.Second, Lease: (time.Second + 1) / 2}},
+				PurgeBatch: 1000, PurgeDutyCycle: 0.25, CommitTimeout: 10 * time.Second, Lease: 2 * time.Second, HolderWaitBound: 400 * time.Millisecond}},
+		{name: "default Lease is at least twice WaitBound", cfg: idem.Config{Retention: time.Minute, WaitBound: 20 * time.Second},
+			want: idem.Config{Table: "idempotency_keys", Retention: time.Minute, WaitBound: 20 * time.Second, MaxBody: 1 << 20, MaxAttempts: 5,
+				PurgeBatch: 1000, PurgeDutyCycle: 0.25, CommitTimeout: 10 * time.Second, Lease: 40 * time.Second, HolderWaitBound: 8 * time.Second}},
 		{name: "Lease not shorter than Retention", cfg: idem.Config{Retention: time.Minute, Lease: time.Minute}, wantErr: true},
+		{name: "Lease shorter than twice WaitBound", cfg: idem.Config{WaitBound: time.Second, Lease: 2*time.Second - 1}, wantErr: true},
+		{name: "HolderWaitBound over a fifth of Lease", cfg: idem.Config{Lease: 10 * time.Second, HolderWaitBound: 2*time.Second + 1}, wantErr: true},
+		{name: "HolderWaitBound at a fifth of Lease", cfg: idem.Config{Lease: 10 * time.Second, HolderWaitBound: 2 * time.Second},
+			want: idem.Config{Table: "idempotency_keys", Retention: 24 * time.Hour, WaitBound: 5 * time.Second, MaxBody: 1 << 20, MaxAttempts: 5,
+				PurgeBatch: 1000, PurgeDutyCycle: 0.25, CommitTimeout: 10 * time.Second, Lease: 10 * time.Second, HolderWaitBound: 2 * time.Second}},
 		{name: "negative Lease", cfg: idem.Config{Lease: -time.Second}, wantErr: true},
+		{name: "negative HolderWaitBound", cfg: idem.Config{HolderWaitBound: -time.Second}, wantErr: true},
 		{name: "table not an identifier", cfg: idem.Config{Table: "keys; DROP TABLE x"}, wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -90,6 +103,7 @@ func TestNewConfig(t *testing.T) {
 				{"PurgeDutyCycle", got.PurgeDutyCycle, tc.want.PurgeDutyCycle},
 				{"CommitTimeout", got.CommitTimeout, tc.want.CommitTimeout},
 				{"Lease", got.Lease, tc.want.Lease},
+				{"HolderWaitBound", got.HolderWaitBound, tc.want.HolderWaitBound},
 				{"StoreStatus is set", got.StoreStatus != nil, true},
 				{"Clock is nil", got.Clock == nil, true},
 			} {
@@ -101,6 +115,17 @@ func TestNewConfig(t *testing.T) {
 	}
 	if _, err := idem.New[*fakeTx](nil, idem.Config{}); !errors.Is(err, idem.ErrInvalidConfig) {
 		t.Errorf("New(nil driver) = %v, want ErrInvalidConfig", err)
+	}
+}
+
+// TestNewTypedNilDriver: what `driver, _ := sqlite.New(...)` leaves when New
+// failed is a nil pointer in a non-nil interface; idem.New refuses it with
+// ErrInvalidConfig instead of panicking.
+func TestNewTypedNilDriver(t *testing.T) {
+	var driver *fakeDriver // a constructor's nil result, error ignored
+	store, err := idem.New[*fakeTx](driver, idem.Config{})
+	if !errors.Is(err, idem.ErrInvalidConfig) || store != nil {
+		t.Fatalf("New(typed nil driver) = %v, %v; want ErrInvalidConfig and no store", store, err)
 	}
 }
 

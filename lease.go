@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -19,10 +20,15 @@ import (
 // a transaction guarded by the token, with the caller's final writes. The
 // holder records recovery points (RecordStep: a named step with a small
 // payload, committed with that step's own writes) and sends
-// DownstreamKey(step) to the provider as its idempotency key. If the holder crashes or hangs, its
-// lease expires and exactly one retry takes the work over with the next
-// token, sees the last recovery point and resumes from there; the stale
-// holder's writes are refused with ErrLeaseLost.
+// DownstreamKey(step) to the provider as its idempotency key. If the holder
+// crashes or hangs, its lease expires and exactly one retry takes the work
+// over with a new token, sees the last recovery point and resumes from
+// there; the stale holder's writes are refused with ErrLeaseLost.
+//
+// A key's tokens only grow, across all its lifetimes: a record deleted (by
+// Purge, Delete or ForceDelete) and claimed afresh gets a token above every
+// token it had, so a holder that lost its lease long ago is refused on the
+// new record too.
 //
 // The guarantee: the key's response is stored at most once and every retry
 // gets it; steps recorded are never redone by a takeover that honours them;
@@ -54,18 +60,34 @@ type Lease[TTx any] struct {
 	store *Store[TTx]
 	req   Request
 
-	mu        sync.Mutex
 	resumed   bool
 	token     int64
 	createdAt time.Time
-	until     time.Time
-	step      string
-	stepData  []byte
-	ended     bool
+
+	// writing serialises the holder's writes (Extend, RecordStep,
+	// Complete, Release): an extension racing a release must not revive
+	// the lease the release ended.
+	writing sync.Mutex
+
+	mu       sync.Mutex
+	until    time.Time
+	step     string
+	stepData []byte
+	ended    bool
+	// heldUntil is, on this process's monotonic clock, how long the lease
+	// is known to be held: from the start of the last write that set its
+	// end, less a margin (see leaseMargin).
+	heldUntil time.Time
 }
 
-// Token is the lease's fencing token: 1 for a fresh lease, one more for
-// every takeover. Zero for a loser.
+// leaseMargin is how much sooner than its recorded end a holder stops
+// counting on its lease: the start of the write that set the end is taken
+// as the database's time of that write, and the clocks' rates may differ.
+func leaseMargin(lease time.Duration) time.Duration { return lease / 10 }
+
+// Token is the lease's fencing token: greater than every token the key
+// had before, across takeovers and across records deleted and claimed
+// afresh. Zero for a loser.
 func (l *Lease[TTx]) Token() int64 { return l.token }
 
 // Resumed reports whether this lease took over work another holder began
@@ -74,16 +96,22 @@ func (l *Lease[TTx]) Token() int64 { return l.token }
 func (l *Lease[TTx]) Resumed() bool { return l.resumed }
 
 // Step returns the last recovery point: recorded by an earlier holder when
-// the lease resumed work, or by this holder since. "" when none.
+// the lease resumed work, or by this holder since. "" when none. data is a
+// copy.
 func (l *Lease[TTx]) Step() (name string, data []byte) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.step, l.stepData
+	return l.step, slices.Clone(l.stepData)
 }
 
-// Until is when the lease ends, as read when it was taken (later extensions
-// move it; by the store's clock, or the database's).
-func (l *Lease[TTx]) Until() time.Time { return l.until }
+// Until is when the lease ends, by the store's clock (or the database's):
+// as the claim set it, moved by each Extend and RecordStep. Zero for a
+// loser.
+func (l *Lease[TTx]) Until() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.until
+}
 
 // DownstreamKey returns the idempotency key to send to another service for
 // step: derived from the scope, the key, the time the intention was first
@@ -91,9 +119,16 @@ func (l *Lease[TTx]) Until() time.Time { return l.until }
 // intention (across retries and takeovers) and different for a new
 // intention after the retention window. Send it with the step's external
 // call: a provider that honours idempotency keys then does the step once,
-// however often a takeover repeats the call.
-func (l *Lease[TTx]) DownstreamKey(step string) string {
-	return downstreamKey(l.req.Scope, l.req.Key, l.createdAt, step)
+// however often a takeover repeats the call. A lease that was not won has
+// no intention to name: ErrNotWon. An invalid step name is ErrInvalidStep.
+func (l *Lease[TTx]) DownstreamKey(step string) (string, error) {
+	if l.Outcome != Won {
+		return "", fmt.Errorf("%w: downstream key of a lease whose outcome is %v (key %q)", ErrNotWon, l.Outcome, l.req.Key)
+	}
+	if err := validateStep(step, nil); err != nil {
+		return "", err
+	}
+	return downstreamKey(l.req.Scope, l.req.Key, l.createdAt, step), nil
 }
 
 func downstreamKey(scope, key string, createdAt time.Time, step string) string {
@@ -121,7 +156,39 @@ func (l *Lease[TTx]) held(op string) error {
 }
 
 func (l *Lease[TTx]) fence() dialect.FenceArgs {
-	return dialect.FenceArgs{Scope: l.req.Scope, Key: l.req.Key, Token: l.token, Now: l.store.now(), Lease: l.store.cfg.Lease}
+	return dialect.FenceArgs{
+		Scope: l.req.Scope, Key: l.req.Key, Token: l.token, Fingerprint: l.req.Fingerprint[:],
+		Now: l.store.now(), Lease: l.store.cfg.Lease,
+	}
+}
+
+// extended records a write that moved the lease's end to until, begun at
+// began (this process's clock).
+func (l *Lease[TTx]) extended(until, began time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.until = until
+	l.heldUntil = began.Add(l.store.cfg.Lease - leaseMargin(l.store.cfg.Lease))
+}
+
+// knownHeldUntil is how long, on this process's clock, the lease is known
+// to be held.
+func (l *Lease[TTx]) knownHeldUntil() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.heldUntil
+}
+
+// leaser returns the dialect's lease mode, or why it cannot run.
+func (c *core) leaser() (dialect.Leaser, error) {
+	leaser, ok := c.d.(dialect.Leaser)
+	if !ok {
+		return nil, fmt.Errorf("%w: the %s dialect has no lease mode (dialect.Leaser)", ErrInvalidConfig, c.d.Name())
+	}
+	if c.leaseErr != nil {
+		return nil, fmt.Errorf("idem: lease mode: %w", c.leaseErr)
+	}
+	return leaser, nil
 }
 
 // Lease claims req's key in lease mode, in a short transaction of its own
@@ -137,13 +204,14 @@ func (s *Store[TTx]) Lease(ctx context.Context, req Request) (*Lease[TTx], error
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	leaser, ok := s.d.(dialect.Leaser)
-	if !ok {
-		return nil, fmt.Errorf("%w: the %s dialect has no lease mode (dialect.Leaser)", ErrInvalidConfig, s.d.Name())
+	leaser, err := s.leaser()
+	if err != nil {
+		return nil, err
 	}
-	deadline := time.Now().Add(s.cfg.WaitBound)
+	started := time.Now()
+	deadline := started.Add(s.cfg.WaitBound)
 	pause := 10 * time.Millisecond
-	l, err := s.acquire(ctx, leaser, req)
+	l, err := s.acquire(ctx, leaser, req, false)
 	for err == nil && l.Outcome == InFlight && time.Now().Before(deadline) {
 		// Wait for the holder: poll the record, cheaply, outside any
 		// transaction, and claim again only when it may have changed hands.
@@ -151,86 +219,204 @@ func (s *Store[TTx]) Lease(ctx context.Context, req Request) (*Lease[TTx], error
 			return nil, s.failed(ctx, "wait for the lease of", req, err)
 		}
 		pause = min(2*pause, 250*time.Millisecond)
-		rec, found, lerr := s.d.Lookup(ctx, s.driver.Pool(), s.table, dialect.LookupArgs{Scope: req.Scope, Key: req.Key, Now: s.now()})
-		if lerr != nil {
-			return nil, s.failed(ctx, "wait for the lease of", req, s.d.Classify(lerr))
-		}
-		if found && rec.State == dialect.Pending && !rec.LeaseExpired {
+		rec, found, lerr := s.d.Lookup(ctx, s.pool, s.table, dialect.LookupArgs{Scope: req.Scope, Key: req.Key, Now: s.now()})
+		if lerr == nil && found && rec.State == dialect.Pending && !rec.LeaseExpired && !rec.LeaseUntil.IsZero() &&
+			bytes32(rec.Fingerprint) == req.Fingerprint {
 			l.Record, _ = toRecord(rec)
 			continue
 		}
-		l, err = s.acquire(ctx, leaser, req)
+		// Anything else (a read that failed, too) is for the claim to
+		// decide.
+		l, err = s.acquire(ctx, leaser, req, false)
+	}
+	if err == nil && s.observing() {
+		s.emit(ctx, Event{Kind: EventClaim, Scope: req.Scope, Key: req.Key, Outcome: l.Outcome, Wait: time.Since(started), Lease: true})
 	}
 	return l, err
 }
 
-// acquire runs one lease claim: insert, else take over, then read.
-func (s *Store[TTx]) acquire(ctx context.Context, leaser dialect.Leaser, req Request) (*Lease[TTx], error) {
-	a := dialect.LeaseArgs{
-		Scope: req.Scope, Key: req.Key, Fingerprint: req.Fingerprint[:], Now: s.now(),
-		Retention: s.cfg.Retention, Lease: s.cfg.Lease, WaitBound: s.cfg.WaitBound,
-	}
-	var (
-		won, resumed bool
-		rec          dialect.Record
-		found        bool
-	)
-	err := s.inTx(ctx, req, "lease", func(q dialect.Queryer) error {
+// takeover is what a lost lease claim may do next, as the key's record
+// says.
+type takeover int
+
+const (
+	noTakeover  takeover = iota
+	takeExpired          // no live record: its retention passed (or it vanished)
+	resumeLease          // pending for this request, its lease ended
+)
+
+// acquire runs one lease claim, retried like Do's transactions: the
+// insert, and only when the record it lost to may be taken over, the
+// takeover in a transaction of its own. With resumeOnly (Resume) it never
+// inserts nor starts a new intention.
+func (s *Store[TTx]) acquire(ctx context.Context, leaser dialect.Leaser, req Request, resumeOnly bool) (*Lease[TTx], error) {
+	var l *Lease[TTx]
+	err := s.retry(ctx, req, func() error {
 		var err error
-		if won, err = leaser.InsertLease(ctx, q, s.table, a); err != nil {
-			return err
-		}
-		if !won {
-			// Taken over only when its retention passed, or it is pending
-			// for this fingerprint and its lease ended: the UPDATE says.
-			if won, resumed, err = leaser.TakeLease(ctx, q, s.table, a); err != nil {
-				return err
-			}
-		}
-		rec, found, err = s.d.Lookup(ctx, q, s.table, dialect.LookupArgs{Scope: req.Scope, Key: req.Key, Now: a.Now})
-		if err == nil && !found {
-			// Purged or expired between the statements: claim again.
-			err = dialect.Classified(dialect.ErrSerialization, errors.New("idem: the key's record vanished during the lease claim"))
-		}
+		l, err = s.acquireOnce(ctx, leaser, req, resumeOnly)
 		return err
 	})
 	if err != nil {
-		if errors.Is(err, ErrLockTimeout) && ctx.Err() == nil {
-			return &Lease[TTx]{Result: Result{Outcome: InFlight}, store: s, req: req}, nil
+		var stopped *stoppedError
+		if errors.As(err, &stopped) {
+			err = fmt.Errorf("%w (last error: %w)", stopped.ctxErr, stopped.last)
 		}
-		return nil, err
-	}
-	l := &Lease[TTx]{store: s, req: req}
-	if !won {
-		l.Result, err = s.judge(req, rec)
-		return l, err
-	}
-	r, err := toRecord(rec)
-	if err != nil {
-		return nil, fmt.Errorf("idem: key %q in scope %q: %w", req.Key, req.Scope, err)
-	}
-	l.Outcome, l.Record, l.resumed = Won, r, resumed
-	l.token, l.createdAt, l.until, l.step, l.stepData = r.Token, r.CreatedAt, r.LeaseUntil, r.Step, r.StepData
-	if resumed && s.observing() {
-		s.emit(ctx, Event{Kind: EventTakeover, Scope: req.Scope, Key: req.Key, Token: r.Token, Step: r.Step})
+		if errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+		return nil, s.failed(ctx, "lease", req, err)
 	}
 	return l, nil
 }
 
-// inTx runs fn in a short READ COMMITTED transaction of the core's, and
-// commits; retried like Do's transactions on errors a retry may cure.
-func (s *Store[TTx]) inTx(ctx context.Context, req Request, op string, fn func(q dialect.Queryer) error) error {
-	err := s.retry(ctx, req, func() error {
-		tx, err := s.driver.Begin(ctx, dialect.BeginOptions{Isolation: sql.LevelReadCommitted, WaitBound: s.cfg.WaitBound})
+// errVanished: the record a lease claim lost to was deleted before it
+// could be taken over; a retry may then insert.
+var errVanished = dialect.Classified(dialect.ErrSerialization, errors.New("idem: the key's record vanished during the lease claim"))
+
+func (s *Store[TTx]) acquireOnce(ctx context.Context, leaser dialect.Leaser, req Request, resumeOnly bool) (*Lease[TTx], error) {
+	var (
+		won, found bool
+		rec        dialect.Record
+		began      time.Time
+	)
+	a := dialect.LeaseArgs{
+		Scope: req.Scope, Key: req.Key, Fingerprint: req.Fingerprint[:],
+		Retention: s.cfg.Retention, Lease: s.cfg.Lease, WaitBound: s.cfg.WaitBound,
+	}
+	read := dialect.LookupArgs{Scope: req.Scope, Key: req.Key}
+	// start marks a statement that may set the lease's end: this
+	// process's clock first, so the lease is never counted on past the
+	// end the store's clock (read after it) gives it.
+	start := func() {
+		began = time.Now()
+		a.Now = s.now()
+		read.Now = a.Now
+	}
+	next := resumeLease
+	if !resumeOnly {
+		err := s.tx(ctx, req, true, s.cfg.WaitBound, func(q dialect.Queryer) error {
+			start()
+			var err error
+			if won, err = leaser.InsertLease(ctx, q, s.table, a); err != nil {
+				return err
+			}
+			// A lost insert writes nothing more here (see dialect.Leaser):
+			// this read decides whether a takeover is worth a transaction.
+			if rec, found, err = s.d.Lookup(ctx, q, s.table, read); err == nil && won && !found {
+				return errVanished // roll the claim back rather than leave it unheld
+			}
+			return err
+		})
+		switch {
+		case errors.Is(err, ErrLockTimeout) && ctx.Err() == nil:
+			return s.lostLease(req, s.waitedOut(ctx, req)), nil
+		case err != nil:
+			return nil, err
+		case won:
+			return s.heldLease(ctx, req, rec, began, false)
+		}
+		next = noTakeover
+		if !found {
+			next = takeExpired
+		} else if rec.State == dialect.Pending && !rec.LeaseUntil.IsZero() && rec.LeaseExpired && bytes32(rec.Fingerprint) == req.Fingerprint {
+			next = resumeLease
+		}
+		if next == noTakeover {
+			res, err := s.judge(req, rec)
+			return s.lostLease(req, res), err
+		}
+	}
+	err := s.tx(ctx, req, true, s.cfg.WaitBound, func(q dialect.Queryer) error {
+		start()
+		var err error
+		if next == takeExpired {
+			won, err = leaser.TakeExpired(ctx, q, s.table, a)
+		} else {
+			won, err = leaser.ResumeLease(ctx, q, s.table, a)
+		}
 		if err != nil {
-			return s.d.Classify(err)
+			return err
 		}
-		if err := fn(tx); err != nil {
-			rollback(ctx, tx)
-			return s.d.Classify(err)
+		if rec, found, err = s.d.Lookup(ctx, q, s.table, read); err == nil && won && !found {
+			return errVanished
 		}
-		return s.d.Classify(tx.Commit(ctx))
+		return err
 	})
+	switch {
+	case errors.Is(err, ErrLockTimeout) && ctx.Err() == nil:
+		return s.lostLease(req, s.waitedOut(ctx, req)), nil
+	case err != nil:
+		return nil, err
+	case !found && resumeOnly:
+		return nil, fmt.Errorf("%w: key %q in scope %q", ErrNotFound, req.Key, req.Scope)
+	case !found:
+		return nil, errVanished
+	case won:
+		return s.heldLease(ctx, req, rec, began, next == resumeLease)
+	}
+	res, err := s.judge(req, rec)
+	return s.lostLease(req, res), err
+}
+
+// bytes32 is a stored fingerprint as a Fingerprint (zero if malformed;
+// judge reports that).
+func bytes32(b []byte) (f Fingerprint) {
+	if len(b) == len(f) {
+		copy(f[:], b)
+	}
+	return f
+}
+
+// lostLease is a loser's Lease: what it found, and methods that refuse.
+func (s *Store[TTx]) lostLease(req Request, res Result) *Lease[TTx] {
+	return &Lease[TTx]{Result: res, store: s, req: req}
+}
+
+// heldLease is the Lease of a won claim whose record is rec, written by a
+// statement that began at began.
+func (s *Store[TTx]) heldLease(ctx context.Context, req Request, rec dialect.Record, began time.Time, resumed bool) (*Lease[TTx], error) {
+	r, err := toRecord(rec)
+	if err != nil {
+		return nil, fmt.Errorf("idem: key %q in scope %q: %w", req.Key, req.Scope, err)
+	}
+	l := &Lease[TTx]{Result: Result{Outcome: Won, Record: r}, store: s, req: req, resumed: resumed,
+		token: r.Token, createdAt: r.CreatedAt, step: r.Step, stepData: slices.Clone(r.StepData)}
+	l.extended(r.LeaseUntil, began)
+	if resumed && s.observing() {
+		s.emit(ctx, Event{Kind: EventTakeover, Scope: req.Scope, Key: req.Key, Token: r.Token, Step: r.Step, Lease: true})
+	}
+	return l, nil
+}
+
+// tx runs fn once in a short READ COMMITTED transaction of the core's,
+// begun within wait (SQLite's write lock), and commits. Its error is
+// classified; a COMMIT whose outcome is unknown is reported (as lease
+// mode's when lease is set).
+func (s *Store[TTx]) tx(ctx context.Context, req Request, lease bool, wait time.Duration, fn func(q dialect.Queryer) error) error {
+	tx, err := s.driver.Begin(ctx, dialect.BeginOptions{Isolation: sql.LevelReadCommitted, WaitBound: wait})
+	if err != nil {
+		return s.d.Classify(err)
+	}
+	if err := fn(tx); err != nil {
+		rollback(ctx, tx)
+		return s.d.Classify(err)
+	}
+	return s.committed(ctx, req, lease, tx)
+}
+
+// committed commits tx and reports a COMMIT whose outcome is unknown.
+func (s *Store[TTx]) committed(ctx context.Context, req Request, lease bool, tx dialect.Tx[TTx]) error {
+	err := s.d.Classify(tx.Commit(ctx))
+	if errors.Is(err, ErrCommitUnknown) && s.observing() {
+		s.emit(ctx, Event{Kind: EventCommitUnknown, Scope: req.Scope, Key: req.Key, Err: err, Lease: lease})
+	}
+	return err
+}
+
+// inTx runs fn with tx, retried like Do's transactions on errors a retry
+// may cure, within the holder's wait bound.
+func (s *Store[TTx]) inTx(ctx context.Context, req Request, op string, fn func(q dialect.Queryer) error) error {
+	err := s.retry(ctx, req, func() error { return s.tx(ctx, req, true, s.cfg.HolderWaitBound, fn) })
 	if err != nil {
 		return s.failed(ctx, op, req, err)
 	}
@@ -240,13 +426,23 @@ func (s *Store[TTx]) inTx(ctx context.Context, req Request, op string, fn func(q
 // Extend moves the lease's end to Config.Lease from now. It fails with
 // ErrLeaseLost when the lease was taken over.
 func (l *Lease[TTx]) Extend(ctx context.Context) error {
+	l.writing.Lock()
+	defer l.writing.Unlock()
 	if err := l.held("extend"); err != nil {
 		return err
 	}
 	leaser := l.store.d.(dialect.Leaser)
-	return l.store.inTx(ctx, l.req, "extend the lease of", func(q dialect.Queryer) error {
-		return leaser.ExtendLease(ctx, q, l.store.table, l.fence())
+	var until, began time.Time
+	err := l.store.inTx(ctx, l.req, "extend the lease of", func(q dialect.Queryer) error {
+		began = time.Now()
+		var err error
+		until, err = leaser.ExtendLease(ctx, q, l.store.table, l.fence())
+		return err
 	})
+	if err == nil {
+		l.extended(until, began)
+	}
+	return err
 }
 
 // RecordStep records a recovery point: step finished, with data (at most
@@ -254,23 +450,32 @@ func (l *Lease[TTx]) Extend(ctx context.Context) error {
 // the step's own database writes in the same transaction, so the writes
 // and the recovery point commit together or not at all. The lease is
 // extended too. It fails with ErrLeaseLost, writing nothing, when the lease
-// was taken over; fn's error is returned unchanged, after a rollback.
+// was taken over; fn's error is returned unchanged, after a rollback. The
+// lease's writes take turns: fn must not call Extend, RecordStep, Complete
+// or Release of the same lease.
 func (l *Lease[TTx]) RecordStep(ctx context.Context, step string, data []byte, fn func(ctx context.Context, tx TTx) error) error {
 	if err := validateStep(step, data); err != nil {
 		return err
 	}
+	l.writing.Lock()
+	defer l.writing.Unlock()
 	if err := l.held("record step " + step); err != nil {
 		return err
 	}
 	leaser := l.store.d.(dialect.Leaser)
+	var until, began time.Time
 	err := l.fencedTx(ctx, "record step "+step+" of", fn, func(q dialect.Queryer) error {
-		return leaser.RecordStep(ctx, q, l.store.table, dialect.StepArgs{FenceArgs: l.fence(), Step: step, Data: data})
+		began = time.Now()
+		var err error
+		until, err = leaser.RecordStep(ctx, q, l.store.table, dialect.StepArgs{FenceArgs: l.fence(), Step: step, Data: data})
+		return err
 	})
 	if err != nil {
 		return err
 	}
+	l.extended(until, began)
 	l.mu.Lock()
-	l.step, l.stepData = step, data
+	l.step, l.stepData = step, slices.Clone(data)
 	l.mu.Unlock()
 	return nil
 }
@@ -281,34 +486,35 @@ func (l *Lease[TTx]) RecordStep(ctx context.Context, step string, data []byte, f
 // writes. fn's own error is returned unchanged after a rollback, unless a
 // retry may cure it.
 func (l *Lease[TTx]) fencedTx(ctx context.Context, op string, fn func(ctx context.Context, tx TTx) error, write func(q dialect.Queryer) error) error {
+	s := l.store
 	var fnErr error
-	err := l.store.retry(ctx, l.req, func() error {
+	err := s.retry(ctx, l.req, func() error {
 		fnErr = nil
-		tx, err := l.store.driver.Begin(ctx, dialect.BeginOptions{WaitBound: l.store.cfg.WaitBound})
+		tx, err := s.driver.Begin(ctx, dialect.BeginOptions{WaitBound: s.cfg.HolderWaitBound})
 		if err != nil {
-			return l.store.d.Classify(err)
+			return s.d.Classify(err)
 		}
 		if err := write(tx); err != nil {
 			rollback(ctx, tx)
-			return l.store.d.Classify(err)
+			return s.d.Classify(err)
 		}
 		if fn != nil {
 			if err := fn(ctx, tx.Native()); err != nil {
 				rollback(ctx, tx)
-				if classified := l.store.d.Classify(err); retryable(classified) {
+				if classified := s.d.Classify(err); retryable(classified) {
 					return classified
 				}
 				fnErr = err
 				return nil
 			}
 		}
-		return l.store.d.Classify(tx.Commit(ctx))
+		return s.committed(ctx, l.req, true, tx)
 	})
 	if fnErr != nil {
 		return fnErr
 	}
 	if err != nil {
-		return l.store.failed(ctx, op, l.req, err)
+		return s.failed(ctx, op, l.req, err)
 	}
 	return nil
 }
@@ -319,16 +525,20 @@ func (l *Lease[TTx]) fencedTx(ctx context.Context, op string, fn func(ctx contex
 // Config.StoreStatus refuses (5xx, 408, 425, 429 by default) is not stored:
 // the lease is released instead, so a retry resumes the work from the last
 // recovery point, and the result has Committed false. It fails with
-// ErrLeaseLost, storing nothing, when the lease was taken over.
+// ErrLeaseLost, storing nothing, when the lease was taken over. A response
+// it cannot store (too large, an invalid status) is refused before
+// anything is written; the lease stays held (DoLease then releases it).
 func (l *Lease[TTx]) Complete(ctx context.Context, resp Response, fn func(ctx context.Context, tx TTx) error) (Result, error) {
 	if err := resp.validate(); err != nil {
 		return Result{}, err
 	}
+	l.writing.Lock()
+	defer l.writing.Unlock()
 	if err := l.held("complete"); err != nil {
 		return Result{}, err
 	}
 	if !l.store.cfg.StoreStatus(resp.Status) {
-		if err := l.Release(ctx); err != nil {
+		if err := l.release(ctx); err != nil {
 			return Result{}, err
 		}
 		return Result{Outcome: Won, Response: resp}, nil
@@ -348,6 +558,10 @@ func (l *Lease[TTx]) Complete(ctx context.Context, resp Response, fn func(ctx co
 	l.mu.Lock()
 	l.ended = true
 	l.mu.Unlock()
+	if l.store.observing() {
+		l.store.emit(ctx, Event{Kind: EventStored, Scope: l.req.Scope, Key: l.req.Key, Status: resp.Status,
+			HeaderBytes: len(header), BodyBytes: len(body), Lease: true})
+	}
 	return Result{Outcome: Won, Response: resp, Committed: true}, nil
 }
 
@@ -357,6 +571,13 @@ func (l *Lease[TTx]) Complete(ctx context.Context, resp Response, fn func(ctx co
 // over and resumes it. It fails with ErrLeaseLost when the lease was
 // already taken over.
 func (l *Lease[TTx]) Release(ctx context.Context) error {
+	l.writing.Lock()
+	defer l.writing.Unlock()
+	return l.release(ctx)
+}
+
+// release is Release, with the lease's writes already serialised.
+func (l *Lease[TTx]) release(ctx context.Context) error {
 	if err := l.held("release"); err != nil {
 		return err
 	}
@@ -372,108 +593,19 @@ func (l *Lease[TTx]) Release(ctx context.Context) error {
 	return err
 }
 
-// LeaseFunc is the work DoLease protects: it gets the held lease (Resumed,
-// Step and DownstreamKey say what was done already; RecordStep each step
-// as it finishes) and returns the response to store.
-type LeaseFunc[TTx any] func(ctx context.Context, l *Lease[TTx]) (Response, error)
-
-// DoLease runs fn in lease mode: Lease, then fn while a heartbeat extends
-// the lease every third of Config.Lease, then Complete with fn's response
-// (or Release when its status is not to be stored). If fn returns an error
-// or panics, the lease is released, so a retry resumes from the last
-// recovery point, and the error (or panic) comes back unchanged. Once fn
-// has returned, completing or releasing no longer ends with ctx; it runs
-// within Config.CommitTimeout. If the lease is lost while fn runs, fn's
-// context is cancelled with ErrLeaseLost as its cause. Losers get Replay,
-// Mismatch or InFlight without running fn.
-func (s *Store[TTx]) DoLease(ctx context.Context, req Request, fn LeaseFunc[TTx]) (Result, error) {
-	if fn == nil {
-		return Result{}, fmt.Errorf("%w: nil function", ErrInvalidConfig)
-	}
-	l, err := s.Lease(ctx, req)
-	if err != nil || l.Outcome != Won {
-		if l == nil {
-			return Result{}, err
-		}
-		return l.Result, err
-	}
-	// The work is done once fn returns: finishing it (completing or
-	// releasing) must not end with a caller that hung up; CommitTimeout
-	// bounds it instead, as in Do.
-	finishCtx := func() (context.Context, context.CancelFunc) {
-		return context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CommitTimeout)
-	}
-	workCtx, stop := l.heartbeat(ctx)
-	returned := false
-	defer func() {
-		stop()
-		if !returned { // fn panicked: let a retry resume at once
-			fctx, cancel := finishCtx()
-			defer cancel()
-			_ = l.Release(fctx)
-		}
-	}()
-	resp, err := fn(workCtx, l)
-	returned = true
-	stop()
-	fctx, cancel := finishCtx()
-	defer cancel()
-	if err != nil {
-		if rerr := l.Release(fctx); rerr != nil && !errors.Is(rerr, ErrLeaseLost) {
-			return Result{}, errors.Join(err, rerr)
-		}
-		return Result{}, err
-	}
-	return l.Complete(fctx, resp, nil)
-}
-
-// heartbeat extends l every third of the lease until stop is called. The
-// returned context ends, with ErrLeaseLost as its cause, if an extension
-// finds the lease taken over.
-func (l *Lease[TTx]) heartbeat(ctx context.Context) (context.Context, func()) {
-	workCtx, cancel := context.WithCancelCause(ctx)
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(max(l.store.cfg.Lease/3, time.Millisecond))
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-workCtx.Done():
-				return
-			case <-t.C:
-				if err := l.Extend(workCtx); errors.Is(err, ErrLeaseLost) {
-					cancel(err)
-					return
-				}
-			}
-		}
-	})
-	var once sync.Once
-	return workCtx, func() {
-		once.Do(func() {
-			close(done)
-			wg.Wait()
-			cancel(nil)
-		})
-	}
-}
-
 // ExpiredLeases lists up to limit keys whose lease expired before their
 // work completed (the holder crashed, hung or released it) while their
 // retention runs: work nobody is doing. A recovery routine resumes each
 // with Resume; so does any retry of the key.
 func (s *Store[TTx]) ExpiredLeases(ctx context.Context, limit int) ([]Record, error) {
-	leaser, ok := s.d.(dialect.Leaser)
-	if !ok {
-		return nil, fmt.Errorf("%w: the %s dialect has no lease mode (dialect.Leaser)", ErrInvalidConfig, s.d.Name())
+	leaser, err := s.leaser()
+	if err != nil {
+		return nil, err
 	}
 	if limit <= 0 {
 		return nil, fmt.Errorf("%w: limit %d is not positive", ErrInvalidConfig, limit)
 	}
-	recs, err := leaser.ExpiredLeases(ctx, s.driver.Pool(), s.table, dialect.ExpiredLeasesArgs{Now: s.now(), Limit: limit})
+	recs, err := leaser.ExpiredLeases(ctx, s.pool, s.table, dialect.ExpiredLeasesArgs{Now: s.now(), Limit: limit})
 	if err != nil {
 		return nil, fmt.Errorf("idem: list expired leases on %s: %w", s.d.Name(), s.d.Classify(err))
 	}
@@ -490,18 +622,28 @@ func (s *Store[TTx]) ExpiredLeases(ctx context.Context, limit int) ([]Record, er
 
 // Resume takes over the expired lease of a key, as a retry of the request
 // that claimed it would, for a recovery routine that has no request at hand
-// (see ExpiredLeases). It does not wait: a key whose lease is live again
-// gives InFlight. It returns ErrNotFound when the key has no live record.
+// (see ExpiredLeases). It only ever resumes the intention it finds: it
+// does not wait, never inserts a record and never takes over one whose
+// retention passed. A key whose lease is live again gives InFlight, a key
+// completed meanwhile Replay. It returns ErrNotFound when the key has no
+// live record, also when the record vanished between its read and the
+// takeover.
 func (s *Store[TTx]) Resume(ctx context.Context, scope, key string) (*Lease[TTx], error) {
+	leaser, err := s.leaser()
+	if err != nil {
+		return nil, err
+	}
 	rec, err := s.Lookup(ctx, scope, key)
 	if err != nil {
 		return nil, err
 	}
-	leaser, ok := s.d.(dialect.Leaser)
-	if !ok {
-		return nil, fmt.Errorf("%w: the %s dialect has no lease mode (dialect.Leaser)", ErrInvalidConfig, s.d.Name())
+	req := Request{Scope: scope, Key: key, Fingerprint: rec.Fingerprint}
+	started := time.Now()
+	l, err := s.acquire(ctx, leaser, req, true)
+	if err == nil && s.observing() {
+		s.emit(ctx, Event{Kind: EventClaim, Scope: req.Scope, Key: req.Key, Outcome: l.Outcome, Wait: time.Since(started), Lease: true})
 	}
-	return s.acquire(ctx, leaser, Request{Scope: scope, Key: key, Fingerprint: rec.Fingerprint})
+	return l, err
 }
 
 // validateStep checks a recovery point.

@@ -89,7 +89,18 @@ func (s *Store[TTx]) migrate(ctx context.Context, apply bool) (v SchemaVersion, 
 		if !apply {
 			break
 		}
+		done := false
+		if m.Applied != "" {
+			// DDL that committed on its own before a crash kept its
+			// version from being recorded: record it now.
+			if done, err = queryRow(ctx, tx, m.Applied); err != nil {
+				return fail(fmt.Sprintf("check whether migration %d (%s) is in place", m.Version, m.Name), err)
+			}
+		}
 		for _, stmt := range m.Statements {
+			if done {
+				break
+			}
 			if _, err := tx.Exec(ctx, stmt); err != nil {
 				return fail(fmt.Sprintf("migration %d (%s)", m.Version, m.Name), err)
 			}
@@ -109,6 +120,16 @@ func (s *Store[TTx]) migrate(ctx context.Context, apply bool) (v SchemaVersion, 
 		return fail("commit", err)
 	}
 	return v, nil
+}
+
+// queryRow reports whether query returns a row.
+func queryRow(ctx context.Context, q dialect.Queryer, query string) (bool, error) {
+	var found bool
+	err := dialect.Run(ctx, q, dialect.Statement{SQL: query, Rows: func(r dialect.Rows) error {
+		found = r.Next()
+		return r.Err()
+	}})
+	return found, err
 }
 
 // queryInt runs a query returning one row with one integer column, or NULL

@@ -36,8 +36,9 @@ type DoObserver interface {
 type EventKind int
 
 const (
-	// EventClaim: a claim was decided (in Do, in Store.Claim, or by Do's
-	// read before claiming when Config.ReadFirst is set). Outcome says how;
+	// EventClaim: a claim was decided (in Do, in Store.Claim, by Do's
+	// read before claiming when Config.ReadFirst is set, or in lease mode
+	// by Store.Lease or Resume, with Lease set). Outcome says how;
 	// Wait is how long the claim took, which for a loser is the time it
 	// waited for the key's holder (Replay or InFlight after a wait); ReadFirst
 	// is set when no claim ran because the read answered.
@@ -117,6 +118,10 @@ type Event struct {
 	// Token and Step describe a takeover (EventTakeover).
 	Token int64
 	Step  string
+	// Lease is set for the claim, stored, takeover and commit-unknown
+	// events of lease mode (Store.Lease, Resume, DoLease and a held
+	// lease's writes).
+	Lease bool
 	// Err is the error behind the event (EventRetry, EventCommitUnknown; an
 	// EventPurge that stopped early).
 	Err error

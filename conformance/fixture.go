@@ -179,7 +179,7 @@ func NewFixture[TTx any](t *testing.T, b Backend[TTx], o FixtureOptions[TTx]) *F
 	if err != nil {
 		t.Fatalf("[%s] idem.New: %v", b.Name, err)
 	}
-	f.dropAtCleanup(f.Table, f.Table+"_schema")
+	f.dropAtCleanup(f.Table, f.Table+"_schema", f.Table+"_fence")
 	if b.Migrate != nil {
 		b.Migrate(t, d, f.Table)
 		v, err := store.Version(ctx)

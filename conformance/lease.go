@@ -99,7 +99,7 @@ func testLeaseLoserWaits[TTx any](t *testing.T, b Backend[TTx]) {
 		e.Fatalf(req.Key, "InFlight record %+v, want the holder's with its lease end", l.Result.Record)
 	}
 
-	patient, err := idem.New(e.Driver, withWait(e.Store.Config(), time.Minute))
+	patient, err := idem.New(e.Driver, withWait(e.Store.Config(), lease/2))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,8 +134,8 @@ func withWait(cfg idem.Config, d time.Duration) idem.Config {
 // once exactly one takes the work over, with the next token and the last
 // recorded step; the others get InFlight.
 func testLeaseTakeoverOneWinner[TTx any](t *testing.T, b Backend[TTx]) {
-	const n = 8
-	e, clk := leaseEnv(t, b, idem.Config{WaitBound: 200 * time.Millisecond, MaxAttempts: 40})
+	const n = 16
+	e, clk := leaseEnv(t, b, idem.Config{WaitBound: 200 * time.Millisecond})
 	req := request("lease-race", "x")
 	crashed := e.acquire(e.Store, req, idem.Won)
 	if err := crashed.RecordStep(e.Ctx, "charged", []byte("ch_9"), nil); err != nil {
@@ -301,16 +301,16 @@ func testLeaseDownstreamKey[TTx any](t *testing.T, b Backend[TTx]) {
 	e, clk := leaseEnv(t, b, idem.Config{})
 	req := request("lease-downstream", "x")
 	first := e.acquire(e.Store, req, idem.Won)
-	charge := first.DownstreamKey("charge")
-	if charge == first.DownstreamKey("email") || len(charge) > 64 {
-		e.Fatalf(req.Key, "downstream keys %q and %q: want distinct keys of at most 64 bytes", charge, first.DownstreamKey("email"))
+	charge, email := e.downstream(first, "charge"), e.downstream(first, "email")
+	if charge == email || len(charge) > 64 {
+		e.Fatalf(req.Key, "downstream keys %q and %q: want distinct keys of at most 64 bytes", charge, email)
 	}
 	if err := idem.ValidateKey(charge); err != nil {
 		e.Fatalf(req.Key, "downstream key %q is not a valid key: %v", charge, err)
 	}
 	clk.add(lease)
 	second := e.acquire(e.Store, req, idem.Won)
-	if got := second.DownstreamKey("charge"); got != charge {
+	if got := e.downstream(second, "charge"); got != charge {
 		e.Fatalf(req.Key, "after a takeover the downstream key is %q, want %q", got, charge)
 	}
 	if _, err := second.Complete(e.Ctx, created("done"), nil); err != nil {
@@ -318,9 +318,26 @@ func testLeaseDownstreamKey[TTx any](t *testing.T, b Backend[TTx]) {
 	}
 	clk.add(2 * retention)
 	next := e.acquire(e.Store, req, idem.Won)
-	if next.DownstreamKey("charge") == charge || next.Resumed() {
-		e.Fatalf(req.Key, "a new intention after the retention: key %q resumed %v, want a new key, not resumed", next.DownstreamKey("charge"), next.Resumed())
+	if got := e.downstream(next, "charge"); got == charge || next.Resumed() {
+		e.Fatalf(req.Key, "a new intention after the retention: key %q resumed %v, want a new key, not resumed", got, next.Resumed())
 	}
+	loser := e.acquire(e.Store, request(req.Key, "other"), idem.Mismatch)
+	if got, err := loser.DownstreamKey("charge"); !errors.Is(err, idem.ErrNotWon) || got != "" {
+		e.Fatalf(req.Key, "a loser's downstream key: %q, %v; want none and ErrNotWon", got, err)
+	}
+	if got, err := next.DownstreamKey("bad\nstep"); !errors.Is(err, idem.ErrInvalidStep) || got != "" {
+		e.Fatalf(req.Key, "downstream key of an invalid step: %q, %v; want none and ErrInvalidStep", got, err)
+	}
+}
+
+// downstream is l.DownstreamKey(step), failing the case on error.
+func (e *env[TTx]) downstream(l *idem.Lease[TTx], step string) string {
+	e.T.Helper()
+	k, err := l.DownstreamKey(step)
+	if err != nil {
+		e.Fatalf(e.T.Name(), "DownstreamKey(%q): %v", step, err)
+	}
+	return k
 }
 
 // testLeasePurgeKeepsLive: purge never deletes a record whose lease is live,

@@ -96,3 +96,48 @@ func testSubMillisecondWaitBound[TTx any](t *testing.T, b Backend[TTx]) {
 		e.Fatalf(req.Key, "effects = %d, want 1", n)
 	}
 }
+
+// testBusyIsNotInFlight: while another transaction holds a key, a request
+// for another key is no loser. Where writers take the whole database
+// (Capabilities.DatabaseWriteLock) it waits out the bound and reports
+// InFlight with Busy set and no record, since nothing holds its key; a key
+// whose committed record is pending (a live lease) is InFlight with that
+// record and its lease end, not Busy. Elsewhere the other key simply wins.
+func testBusyIsNotInFlight[TTx any](t *testing.T, b Backend[TTx]) {
+	const bound = 200 * time.Millisecond
+	e := setup(t, b, idem.Config{WaitBound: bound, Lease: lease})
+	leased := request("busy-leased", "x")
+	holder := e.acquire(e.Store, leased, idem.Won)
+	_, finish := e.holdClaim(request("busy-holder", "x"), "busy-holder")
+	defer finish(false)
+
+	free := request("busy-free", "x")
+	r, err := e.Store.Do(e.Ctx, free, e.work("busy-free", created("free")))
+	if err != nil {
+		e.Fatalf(free.Key, "Do beside another key's open claim: %v", err)
+	}
+	leasedRes, err := e.Store.Do(e.Ctx, leased, e.work("busy-leased", created("leased")))
+	if err != nil {
+		e.Fatalf(leased.Key, "Do on a leased key: %v", err)
+	}
+	if leasedRes.Outcome != idem.InFlight || leasedRes.Busy || leasedRes.Record.LeaseUntil.IsZero() {
+		e.Fatalf(leased.Key, "Do on a leased key: %v busy %v record %+v, want in-flight, not busy, with the lease's end", leasedRes.Outcome, leasedRes.Busy, leasedRes.Record)
+	}
+	if e.Driver.Dialect().Capabilities().DatabaseWriteLock {
+		if r.Outcome != idem.InFlight || !r.Busy || r.Record.Key != "" {
+			e.Fatalf(free.Key, "Do while the database is held: %v busy %v record %+v, want in-flight, busy, no record", r.Outcome, r.Busy, r.Record)
+		}
+		finish(false)
+		if r := e.do(e.Store, free, e.work("busy-free", created("free"))); r.Outcome != idem.Won || r.Busy {
+			e.Fatalf(free.Key, "Do once the database is free: %v busy %v, want won", r.Outcome, r.Busy)
+		}
+	} else if r.Outcome != idem.Won || r.Busy {
+		e.Fatalf(free.Key, "Do beside another key's open claim: %v busy %v, want won", r.Outcome, r.Busy)
+	}
+	if n := e.effectCount("busy-free"); n != 1 {
+		e.Fatalf(free.Key, "effects = %d, want 1", n)
+	}
+	if _, err := holder.Complete(e.Ctx, created("leased"), nil); err != nil {
+		e.Fatalf(leased.Key, "Complete: %v", err)
+	}
+}

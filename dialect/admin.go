@@ -9,9 +9,9 @@ import (
 // Admin is a Dialect that lets operators see and act on records beyond the
 // lifecycle: read one record whatever its state or expiry, list records by
 // scope prefix, state and age a page at a time, delete one record, and count
-// records by state. Each method runs on the Queryer it is given (the pool:
-// the core runs them outside any transaction) and must not wait longer than
-// its context allows.
+// records by state. Each method runs on the Queryer it is given (the pool,
+// outside any transaction; a transaction of the core's for Delete) and must
+// not wait longer than its context allows.
 //
 // Absence: a Dialect that does not implement Admin still runs the whole
 // lifecycle; the Store's admin methods (Inspect, List, Delete, Counts) then
@@ -33,11 +33,14 @@ type Admin interface {
 	// set (keyset paging: a page costs the same wherever it starts).
 	List(ctx context.Context, q Queryer, t Table, a ListArgs) ([]RecordInfo, error)
 
-	// Delete deletes the record of a.Scope and a.Key in one statement and
+	// Delete deletes the record of a.Scope and a.Key, in the transaction q
+	// the core began (at READ COMMITTED where the database has levels), and
 	// reports how many rows it deleted (0 or 1). Unless a.Force is set, it
 	// deletes a record only when no claim may still be working on it: a
 	// record that is completed, or expired. A pending record that is still
-	// live is kept (0 rows); the core then tells the caller why.
+	// live is kept (0 rows); the core then tells the caller why. A Dialect
+	// that is a Leaser raises the table's token floor to the deleted
+	// record's token in the same transaction (see Leaser).
 	Delete(ctx context.Context, q Queryer, t Table, a DeleteArgs) (int64, error)
 
 	// Count counts the records whose scope starts with a.ScopePrefix ("":

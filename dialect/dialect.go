@@ -134,7 +134,9 @@ type Dialect interface {
 	// Purge deletes at most a.Limit expired records, in the transaction q
 	// the core began (at READ COMMITTED where the database has levels),
 	// skipping rows other transactions hold so that it never waits on
-	// claims. It returns how many rows it deleted.
+	// claims. It returns how many rows it deleted. A Dialect that is a
+	// Leaser raises the table's token floor to the largest token it
+	// deleted, in the same transaction (see Leaser).
 	Purge(ctx context.Context, q Queryer, t Table, a PurgeArgs) (int64, error)
 
 	// Classify maps a driver error to the meanings in this package by its

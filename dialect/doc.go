@@ -144,15 +144,23 @@
 // concurrent migrations of one table take turns (a transaction-scoped
 // advisory lock; a session lock with Schema.Unlock where DDL commits on its
 // own). On a database whose DDL commits on its own, give each migration one
-// atomic statement.
+// atomic statement, and make it safe to run again: IF NOT EXISTS where the
+// database has it, else a migrations/NNNN_name.applied.sql query that finds
+// the step in place (Migration.Applied), since a crash between its DDL and
+// its version's record leaves the DDL there. The suite's
+// MigrateAfterCrashBeforeVersion case checks it.
 //
 // # Lease mode
 //
 // A Dialect that also implements Leaser runs idem's lease mode (see its
 // documentation for the invariants: expires_at never before lease_until,
-// a takeover increments the token, fenced writes report ErrLeaseLost). The
-// suite's Lease* cases check it. Without Leaser, Store.Lease fails with
-// ErrInvalidConfig.
+// a key's tokens only grow across all its lifetimes, a lost claim writes
+// nothing after its insert, fenced writes name the token and the
+// fingerprint and report ErrLeaseLost). Its schema keeps the table's token
+// floor (<name>_fence), which its Purge and Admin.Delete raise. The suite's
+// Lease* cases check it; LeaseFencingAcrossLifetimes and
+// LeaseClaimsOnLiveLease are the ones a first attempt usually fails.
+// Without Leaser, Store.Lease fails with ErrInvalidConfig.
 //
 // # Optional abilities
 //

@@ -55,6 +55,13 @@ type Migration struct {
 	// (golang-migrate, goose); nil when the migration has no down file.
 	// Store.Migrate never runs it.
 	Down []string
+	// Applied, when set, is a query that returns a row when the step's
+	// effect is already in place although its version was not recorded:
+	// on a database whose DDL commits on its own, a crash between the DDL
+	// and the version's record leaves it so. Store.Migrate then records the
+	// version without running Statements again. A step whose statements
+	// are all safe to run twice (IF NOT EXISTS) needs none.
+	Applied string
 }
 
 // LoadMigrations reads the migrations of table t from the files of dir in
@@ -64,7 +71,8 @@ type Migration struct {
 // whose last non-blank character is ';' ends a statement. A file
 // NNNN_name.down.sql beside it, when there is one, holds the statements
 // that undo it (Migration.Down): migration tools run them; Store.Migrate
-// never does.
+// never does. A file NNNN_name.applied.sql holds one query, the step's
+// Migration.Applied.
 func LoadMigrations(fsys fs.FS, dir string, t Table) ([]Migration, error) {
 	entries, err := fs.ReadDir(fsys, dir)
 	if err != nil {
@@ -72,6 +80,7 @@ func LoadMigrations(fsys fs.FS, dir string, t Table) ([]Migration, error) {
 	}
 	var out []Migration
 	downs := map[string][]string{} // "NNNN_name" -> statements
+	applied := map[string]string{} // "NNNN_name" -> query
 	bases := map[int]string{}      // version -> "NNNN_name"
 	for _, e := range entries {
 		name := e.Name()
@@ -84,6 +93,17 @@ func LoadMigrations(fsys fs.FS, dir string, t Table) ([]Migration, error) {
 				return nil, err
 			}
 			downs[base] = stmts
+			continue
+		}
+		if base, ok := strings.CutSuffix(name, ".applied.sql"); ok {
+			stmts, err := renderMigration(fsys, dir, name, t)
+			if err != nil {
+				return nil, err
+			}
+			if len(stmts) != 1 {
+				return nil, fmt.Errorf("dialect: migration file %s: want one query, found %d statements", name, len(stmts))
+			}
+			applied[base] = stmts[0]
 			continue
 		}
 		num, rest, ok := strings.Cut(strings.TrimSuffix(name, ".sql"), "_")
@@ -105,9 +125,16 @@ func LoadMigrations(fsys fs.FS, dir string, t Table) ([]Migration, error) {
 			out[i].Down = down
 			delete(downs, base)
 		}
+		if q, ok := applied[base]; ok {
+			out[i].Applied = q
+			delete(applied, base)
+		}
 	}
 	for base := range downs {
 		return nil, fmt.Errorf("dialect: migration %s.down.sql undoes no migration", base)
+	}
+	for base := range applied {
+		return nil, fmt.Errorf("dialect: migration %s.applied.sql checks no migration", base)
 	}
 	for i, m := range out {
 		if m.Version != i+1 {

@@ -45,6 +45,18 @@ func TestLoadMigrations(t *testing.T) {
 				{Version: 2, Name: "add", Statements: []string{"ALTER TABLE keys ADD y int"}},
 			},
 		},
+		{
+			name: "an applied file checks its migration",
+			files: fstest.MapFS{
+				"m/0001_create.sql":         file("CREATE TABLE {{.Name}} (x int);"),
+				"m/0001_create.applied.sql": file("-- whether it is there\nSELECT 1 FROM catalog WHERE name = '{{.Name}}'"),
+			},
+			want: []dialect.Migration{
+				{Version: 1, Name: "create", Statements: []string{"CREATE TABLE keys (x int)"}, Applied: "SELECT 1 FROM catalog WHERE name = 'keys'"},
+			},
+		},
+		{name: "an applied file without its migration", files: fstest.MapFS{"m/0001_a.sql": file("A;"), "m/0002_b.applied.sql": file("B")}, err: "checks no migration"},
+		{name: "an applied file of two statements", files: fstest.MapFS{"m/0001_a.sql": file("A;"), "m/0001_a.applied.sql": file("B;\nC;")}, err: "want one query"},
 		{name: "a down file without its migration", files: fstest.MapFS{"m/0001_a.sql": file("A;"), "m/0002_b.down.sql": file("B;")}, err: "undoes no migration"},
 		{name: "a gap", files: fstest.MapFS{"m/0001_a.sql": file("A;"), "m/0003_c.sql": file("C;")}, err: "version 2 is missing"},
 		{name: "not numbered", files: fstest.MapFS{"m/first.sql": file("A;")}, err: "want NNNN_name.sql"},

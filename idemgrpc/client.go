@@ -69,7 +69,8 @@ type Client struct {
 	// only.
 	AttemptTimeout time.Duration
 	// Protect reports whether a method (its full name) gets a key and
-	// retries. Other calls pass through untouched. Default: every method.
+	// retries. Other calls pass through untouched. Default: DefaultProtect,
+	// every method but gRPC's health and reflection services.
 	Protect func(fullMethod string) bool
 	// NewKey makes a key. Default: NewKey.
 	NewKey func() string
@@ -88,7 +89,11 @@ func NewKey() string {
 // UnaryInterceptor returns the interceptor; see Client.
 func (c *Client) UnaryInterceptor() grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if c.Protect != nil && !c.Protect(method) {
+		protect := c.Protect
+		if protect == nil {
+			protect = DefaultProtect
+		}
+		if !protect(method) {
 			return invoker(ctx, method, req, reply, cc, opts...)
 		}
 		md, _ := metadata.FromOutgoingContext(ctx)

@@ -10,7 +10,8 @@
 //
 // The client sends its key in the idempotency-key metadata entry
 // (MetadataKey), the same on every attempt of one intention. For a
-// protected method (Config.Protect; default: all) the interceptor
+// protected method (Config.Protect; default: DefaultProtect, every method
+// but gRPC's health and reflection services) the interceptor
 //
 //   - checks the key like HTTP does (1-255 bytes of printable ASCII, one
 //     entry): otherwise InvalidArgument, nothing runs;
@@ -51,6 +52,14 @@
 // client decodes as its own response type all the same. Response header and
 // trailer metadata the handler sets are sent on the first answer only; they
 // are not stored.
+//
+// The health service (grpc.health.v1.Health: Check, List, Watch) and
+// server reflection (grpc.reflection.v1 and v1alpha ServerReflection) are
+// left alone by default, by the server and the client interceptor alike: a
+// Kubernetes probe carries no key and no principal and must be neither
+// refused nor recorded. A Protect that returns true for them protects them
+// like any method. Streaming methods are never intercepted: only unary
+// interceptors exist.
 //
 // # Client
 //

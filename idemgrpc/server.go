@@ -49,7 +49,8 @@ type Config struct {
 
 	// Protect reports whether a method (its full name, "/pkg.Service/Method")
 	// requires a key and runs in a transaction. Other methods pass through
-	// untouched. Default: every method the interceptor is installed on.
+	// untouched. Default: DefaultProtect, every method the interceptor is
+	// installed on but gRPC's health and reflection services.
 	Protect func(fullMethod string) bool
 
 	// Fingerprint hashes what the call asks for; the same key with another
@@ -118,16 +119,17 @@ type Server[TTx any] struct {
 }
 
 // New returns a Server on store. It fails for a nil store, a missing
-// Principal or a negative RetryAfter.
+// Principal or a negative RetryAfter, with an error matching
+// idem.ErrInvalidConfig.
 func New[TTx any](store *idem.Store[TTx], cfg Config) (*Server[TTx], error) {
 	if store == nil {
-		return nil, errors.New("idemgrpc: nil store")
+		return nil, fmt.Errorf("idemgrpc: %w: nil store", idem.ErrInvalidConfig)
 	}
 	if cfg.Principal == nil {
-		return nil, errors.New("idemgrpc: Config.Principal is required: keys must be scoped to who sends them")
+		return nil, fmt.Errorf("idemgrpc: %w: Config.Principal is required: keys must be scoped to who sends them", idem.ErrInvalidConfig)
 	}
 	if cfg.Protect == nil {
-		cfg.Protect = func(string) bool { return true }
+		cfg.Protect = DefaultProtect
 	}
 	if cfg.Fingerprint == nil {
 		cfg.Fingerprint = DefaultFingerprint
@@ -137,7 +139,7 @@ func New[TTx any](store *idem.Store[TTx], cfg Config) (*Server[TTx], error) {
 	}
 	switch {
 	case cfg.RetryAfter < 0:
-		return nil, fmt.Errorf("idemgrpc: RetryAfter %v is negative", cfg.RetryAfter)
+		return nil, fmt.Errorf("idemgrpc: %w: RetryAfter %v is negative", idem.ErrInvalidConfig, cfg.RetryAfter)
 	case cfg.RetryAfter == 0:
 		cfg.RetryAfter = DefaultRetryAfter
 	}

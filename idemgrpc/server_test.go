@@ -347,7 +347,8 @@ func TestDefaultFingerprint(t *testing.T) {
 	}
 }
 
-// TestNewRefuses: a Server needs a store and a Principal.
+// TestNewRefuses: a Server needs a store, a Principal and a RetryAfter
+// that is not negative; each refusal matches idem.ErrInvalidConfig.
 func TestNewRefuses(t *testing.T) {
 	o := newOrders(t, idem.Config{})
 	for _, tc := range []struct {
@@ -359,8 +360,8 @@ func TestNewRefuses(t *testing.T) {
 		{"no principal", o.store, idemgrpc.Config{}},
 		{"negative RetryAfter", o.store, idemgrpc.Config{Principal: tenantOf, RetryAfter: -time.Second}},
 	} {
-		if _, err := idemgrpc.New(tc.store, tc.cfg); err == nil {
-			t.Errorf("%s: no error", tc.name)
+		if _, err := idemgrpc.New(tc.store, tc.cfg); !errors.Is(err, idem.ErrInvalidConfig) {
+			t.Errorf("%s: %v, want an error matching idem.ErrInvalidConfig", tc.name, err)
 		}
 	}
 }

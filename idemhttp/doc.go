@@ -40,6 +40,8 @@
 //	        resource, query or body)
 //	500     the handler called Fail, or its response is too    no (rolled back)
 //	        large to store (idem.Config.MaxBody, MaxHeaderBytes)
+//	500     the handler returned without WriteHeader or Write  no (rolled back)
+//	        ("no-response"; unless Config.ImplicitOK)
 //	500     the handler committed or rolled back the           the handler's
 //	        transaction itself ("transaction-ended"; see       writes, if it
 //	        idem.TxEndedError): if it committed, retries get   committed
@@ -55,13 +57,24 @@
 // A panic in the handler rolls back and propagates to net/http (or your
 // recovery middleware); nothing is stored.
 //
+// A handler that returns without calling WriteHeader or Write has not
+// answered, and nothing is stored for it: its writes roll back, the client
+// gets 500 "no-response" and the middleware logs an ERROR, so a retry runs
+// it again. This is what a framework that renders a returned error after
+// the middleware produces (echo.WrapMiddleware around Wrap, with a handler
+// that returns an error): net/http would answer an empty 200, which would
+// commit the work and be replayed to every retry. WriteHeader(200) without
+// a body, or a Write of no bytes, is an answer: an empty 200, stored and
+// replayed. Config.ImplicitOK restores net/http's implicit 200 for
+// handlers that answer by writing nothing.
+//
 // The middleware's own errors are RFC 9457 problem details
 // (application/problem+json) with type "about:blank", the status phrase as
 // title, a detail for people, and a "code" member for programs:
 // "key-missing", "key-invalid", "principal-missing", "body-too-large",
 // "body-unreadable", "key-mismatch", "in-flight", "response-too-large",
-// "handler-failed", "transaction-ended", "commit-unknown",
-// "store-unavailable".
+// "handler-failed", "no-response", "transaction-ended", "commit-unknown",
+// "lease-lost", "store-unavailable".
 //
 // # Retention
 //
@@ -77,13 +90,22 @@
 // response carries everything the handler set, and every replay carries the
 // stored subset. Never stored: hop-by-hop headers (Connection and the names
 // it lists, Keep-Alive, Proxy-Connection, Proxy-Authenticate,
-// Proxy-Authorization, TE, Trailer, Transfer-Encoding, Upgrade), trailers,
-// Content-Length (always set from the body when written) and the two
-// headers this package adds. Config.StoreHeader decides the rest; its
-// default, DefaultStoreHeader, also leaves out Date (the server sets a
-// current one on every response), Set-Cookie (a session must not be handed
-// out again, nor kept in the database), and Authentication-Info and
+// Proxy-Authorization, TE, Trailer, Transfer-Encoding, Upgrade), trailers
+// (the names Trailer lists, and http.TrailerPrefix ones), Content-Length
+// (always set from the body when written) and the two headers this package
+// adds. Config.StoreHeader decides the rest; its default,
+// DefaultStoreHeader, also leaves out Date (the server sets a current one
+// on every response), Set-Cookie (a session must not be handed out again,
+// nor kept in the database), and Authentication-Info and
 // Proxy-Authentication-Info (they belong to one authentication exchange).
+//
+// Trailers reach the first response only. The handler's trailers, declared
+// in the Trailer header or set with http.TrailerPrefix, follow its body as
+// net/http would send them (that response has no Content-Length, so
+// HTTP/1.1 sends it chunked). Replays carry none: a trailer describes one
+// transfer (a checksum or a timing taken while the body streamed), any hop
+// that removes the chunked framing may drop it, and a stored record keeps
+// the status, the header and the body only.
 //
 // A Content-Type the handler did not set is sniffed the way net/http does
 // before the response is stored, so the first answer and its replays agree.
@@ -152,17 +174,21 @@
 // provider's idempotency key. Its answer is stored when it returns, with
 // the same answers as Wrap for retries; Fail, a panic or a status that is
 // not stored release the lease and answer 503, and a retry resumes from the
-// last recorded step. While the lease is held a retry gets 409 with a
-// Retry-After until the lease ends; a handler that outlived its lease while
-// another attempt took the work over gets 503 "lease-lost".
+// last recorded step. A handler that answers nothing releases the lease
+// too, with 500 "no-response" (unless Config.ImplicitOK). While the lease
+// is held a retry gets 409 with a Retry-After until the lease ends; a
+// handler that outlived its lease while another attempt took the work over
+// gets 503 "lease-lost".
 //
 // # Limits
 //
 // The response is buffered, so handlers cannot stream, flush, hijack or send
-// 1xx informational responses through the middleware. If the store retries a
-// transaction after a serialization failure or deadlock (see Fail), the
-// handler runs again, from a fresh copy of the request body, in a new
-// transaction; only the last run's answer is sent.
+// 1xx informational responses through the middleware. A Flush writes
+// nothing (http.ResponseController reports it unsupported) and a 1xx is
+// dropped, so a handler that did only these has not answered. If the store
+// retries a transaction after a serialization failure or deadlock (see
+// Fail), the handler runs again, from a fresh copy of the request body, in
+// a new transaction; only the last run's answer is sent.
 //
 // # Client
 //

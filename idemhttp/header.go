@@ -50,13 +50,14 @@ func neverStored(name string) bool {
 		name == "Content-Length" || name == HeaderReplayed || name == HeaderRetention
 }
 
-// storedHeader is the part of h that is stored and replayed.
+// storedHeader is the part of h that is stored and replayed: not the names
+// Connection lists (hop-by-hop too), nor those Trailer lists (trailers).
 func (m *Middleware[TTx]) storedHeader(h http.Header) http.Header {
-	listed := connectionTokens(h)
+	hop, trailers := headerTokens(h, "Connection"), headerTokens(h, "Trailer")
 	out := make(http.Header, len(h))
 	for name, values := range h {
 		canon := textproto.CanonicalMIMEHeaderKey(name)
-		if neverStored(canon) || listed[canon] || !m.cfg.StoreHeader(canon) {
+		if neverStored(canon) || hop[canon] || trailers[canon] || !m.cfg.StoreHeader(canon) {
 			continue
 		}
 		out[name] = slices.Clone(values)
@@ -64,11 +65,11 @@ func (m *Middleware[TTx]) storedHeader(h http.Header) http.Header {
 	return out
 }
 
-// connectionTokens returns the header names listed in Connection, which
-// are hop-by-hop too.
-func connectionTokens(h http.Header) map[string]bool {
+// headerTokens returns the header names listed in h's field name (such as
+// Connection or Trailer), canonical.
+func headerTokens(h http.Header, name string) map[string]bool {
 	var names map[string]bool
-	for _, v := range h.Values("Connection") {
+	for _, v := range h.Values(name) {
 		for token := range strings.SplitSeq(v, ",") {
 			if token = strings.TrimSpace(token); token != "" {
 				if names == nil {
@@ -84,7 +85,14 @@ func connectionTokens(h http.Header) map[string]bool {
 // writeResponse sends an answer: the header h on top of what w already
 // has, Content-Length from the body, then the body. Framing headers the
 // server owns (Content-Length, Transfer-Encoding, Trailer) are not copied.
-func writeResponse(w http.ResponseWriter, status int, h http.Header, body []byte) {
+//
+// trailer (from recorder.trailer; nil for replays and problems) is sent
+// after the body the way the handler set it: h's Trailer declaration and
+// the TrailerPrefix names go out with the header, the declared names'
+// values after the body, where net/http reads them. With trailers there is
+// no Content-Length, so that HTTP/1.1 sends the body chunked, the one
+// framing that carries trailers.
+func writeResponse(w http.ResponseWriter, status int, h http.Header, body []byte, trailer http.Header) {
 	if status == idem.NoStatus {
 		// A record stored without an HTTP status (by a queue consumer, say)
 		// under this scope: "done", with its payload.
@@ -98,13 +106,29 @@ func writeResponse(w http.ResponseWriter, status int, h http.Header, body []byte
 		}
 		dst[name] = slices.Clone(values)
 	}
-	if bodyAllowed(status) {
-		dst.Set("Content-Length", strconv.Itoa(len(body)))
-	} else {
+	switch {
+	case !bodyAllowed(status):
 		dst.Del("Content-Length")
+	case len(trailer) > 0:
+		dst.Del("Content-Length")
+		if declared := h.Values("Trailer"); len(declared) > 0 {
+			dst["Trailer"] = slices.Clone(declared)
+		}
+		for name, values := range trailer {
+			if strings.HasPrefix(name, http.TrailerPrefix) {
+				dst[name] = slices.Clone(values)
+			}
+		}
+	default:
+		dst.Set("Content-Length", strconv.Itoa(len(body)))
 	}
 	w.WriteHeader(status)
 	if bodyAllowed(status) && len(body) > 0 {
 		_, _ = w.Write(body) // the client is gone if this fails; nothing to undo
+	}
+	for name, values := range trailer {
+		if !strings.HasPrefix(name, http.TrailerPrefix) {
+			dst[name] = slices.Clone(values) // after WriteHeader: a trailer, not a header
+		}
 	}
 }

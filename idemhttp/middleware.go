@@ -92,6 +92,19 @@ type Config struct {
 	// Logger receives the errors behind 5xx answers and the requests refused
 	// for a missing principal. Default: slog.Default().
 	Logger *slog.Logger
+
+	// ImplicitOK answers, stores and replays an empty 200 for a handler
+	// that returns without calling WriteHeader or Write, as net/http
+	// answers it. Without it such a handler has answered nothing, and
+	// nothing is stored: its writes roll back (under WrapLease, the lease is
+	// released and its recorded steps kept), the client gets 500
+	// "no-response", and the error is logged. The usual cause is a
+	// framework that renders the handler's returned error after the
+	// middleware has finished (echo.WrapMiddleware, for one), where an
+	// empty 200 would commit the work and be replayed to every retry. Set
+	// it only for handlers that answer 200 by writing nothing; an explicit
+	// WriteHeader(http.StatusOK) without a body is stored either way.
+	ImplicitOK bool
 }
 
 // Middleware runs handlers inside idempotent transactions of one Store. It is
@@ -105,14 +118,15 @@ type Middleware[TTx any] struct {
 	maxBody    int
 }
 
-// New returns a Middleware on store. It fails for a nil store, a missing
-// Principal, a method that is not an HTTP token, or a negative limit.
+// New returns a Middleware on store. It fails, with an error wrapping
+// idem.ErrInvalidConfig, for a nil store, a missing Principal, a method
+// that is not an HTTP token, or a negative limit.
 func New[TTx any](store *idem.Store[TTx], cfg Config) (*Middleware[TTx], error) {
 	if store == nil {
-		return nil, errors.New("idemhttp: nil store")
+		return nil, fmt.Errorf("idemhttp: %w: nil store", idem.ErrInvalidConfig)
 	}
 	if cfg.Principal == nil {
-		return nil, errors.New("idemhttp: Config.Principal is required: keys must be scoped to who sends them")
+		return nil, fmt.Errorf("idemhttp: %w: Config.Principal is required: keys must be scoped to who sends them", idem.ErrInvalidConfig)
 	}
 	if cfg.Methods == nil {
 		cfg.Methods = []string{http.MethodPost, http.MethodPatch}
@@ -120,7 +134,7 @@ func New[TTx any](store *idem.Store[TTx], cfg Config) (*Middleware[TTx], error) 
 	methods := make(map[string]bool, len(cfg.Methods))
 	for _, m := range cfg.Methods {
 		if !isToken(m) {
-			return nil, fmt.Errorf("idemhttp: method %q is not an HTTP token", m)
+			return nil, fmt.Errorf("idemhttp: %w: method %q is not an HTTP token", idem.ErrInvalidConfig, m)
 		}
 		methods[m] = true
 	}
@@ -132,7 +146,7 @@ func New[TTx any](store *idem.Store[TTx], cfg Config) (*Middleware[TTx], error) 
 	}
 	switch {
 	case cfg.MaxRequestBody < 0:
-		return nil, fmt.Errorf("idemhttp: MaxRequestBody %d is negative", cfg.MaxRequestBody)
+		return nil, fmt.Errorf("idemhttp: %w: MaxRequestBody %d is negative", idem.ErrInvalidConfig, cfg.MaxRequestBody)
 	case cfg.MaxRequestBody == 0:
 		cfg.MaxRequestBody = DefaultMaxRequestBody
 	}
@@ -141,7 +155,7 @@ func New[TTx any](store *idem.Store[TTx], cfg Config) (*Middleware[TTx], error) 
 	}
 	switch {
 	case cfg.RetryAfter < 0:
-		return nil, fmt.Errorf("idemhttp: RetryAfter %v is negative", cfg.RetryAfter)
+		return nil, fmt.Errorf("idemhttp: %w: RetryAfter %v is negative", idem.ErrInvalidConfig, cfg.RetryAfter)
 	case cfg.RetryAfter == 0:
 		cfg.RetryAfter = DefaultRetryAfter
 	}
@@ -170,8 +184,9 @@ func (m *Middleware[TTx]) Wrap(next http.Handler) http.Handler {
 // the lease with Lease, records a step after each external call (with that
 // step's own database writes), and sends Lease.DownstreamKey(step) to the
 // provider as its idempotency key. Its answer is stored when it returns;
-// Fail, a panic, or a status that is not stored (5xx, 408, 425, 429)
-// release the lease instead, so a retry resumes from the last step. The
+// Fail, a panic, a status that is not stored (5xx, 408, 425, 429), or no
+// answer at all (see Config.ImplicitOK) release the lease instead, so a
+// retry resumes from the last step. The
 // answers are Wrap's: a replay, 422 for another request, 409 while the
 // lease is held (Retry-After: until it ends), and 503 "lease-lost" when the
 // handler outlived its lease and another attempt took the work over.
@@ -277,6 +292,9 @@ func (m *Middleware[TTx]) run(ctx context.Context, r *http.Request, body []byte,
 	if err := run.failure(); err != nil {
 		return rec, idem.Response{}, &handlerError{err: err, leased: run.lease != nil}
 	}
+	if !rec.answered() && !m.cfg.ImplicitOK {
+		return rec, idem.Response{}, &handlerError{err: errNoResponse, leased: run.lease != nil}
+	}
 	resp, err := rec.finish()
 	if err != nil {
 		return rec, idem.Response{}, err
@@ -295,10 +313,11 @@ func (m *Middleware[TTx]) answer(w http.ResponseWriter, r *http.Request, req ide
 	case idem.Won:
 		// The handler's full answer: the stored subset plus what is never
 		// stored (Set-Cookie, for instance). A 5xx was rolled back.
-		writeResponse(w, last.status, last.sent, last.body.Bytes())
+		writeResponse(w, last.status, last.sent, last.body.Bytes(), last.trailer())
 	case idem.Replay:
 		w.Header().Set(HeaderReplayed, "true")
-		writeResponse(w, res.Response.Status, res.Response.Header, res.Response.Body)
+		// Trailers are not stored: a replay has none.
+		writeResponse(w, res.Response.Status, res.Response.Header, res.Response.Body, nil)
 	case idem.Mismatch:
 		writeProblem(w, http.StatusUnprocessableEntity, "key-mismatch",
 			"This Idempotency-Key was already used with a different request (another resource, query or body). Use a new key for a new operation.")
@@ -368,6 +387,14 @@ func (m *Middleware[TTx]) failed(w http.ResponseWriter, r *http.Request, req ide
 			detail = "The operation may have taken effect, but its response could not be stored. Until this Idempotency-Key expires, requests with it get 409; contact the service before making a new key for the same operation."
 		}
 		writeProblem(w, http.StatusInternalServerError, "transaction-ended", detail)
+	case errors.As(err, &herr) && errors.Is(herr.err, errNoResponse) && herr.leased:
+		log("handler returned without writing a response; lease released, nothing stored (set Config.ImplicitOK if it means an empty 200)")
+		writeProblem(w, http.StatusInternalServerError, "no-response",
+			"The operation ended without an answer, so none was stored. What it completed is kept: retrying with the same Idempotency-Key resumes it.")
+	case errors.As(err, &herr) && errors.Is(herr.err, errNoResponse):
+		log("handler returned without writing a response; rolled back (set Config.ImplicitOK if it means an empty 200)")
+		writeProblem(w, http.StatusInternalServerError, "no-response",
+			"The operation ended without an answer, so it was rolled back and nothing was stored. Retrying with the same Idempotency-Key runs it again.")
 	case errors.As(err, &herr) && herr.leased:
 		log("handler failed; lease released")
 		w.Header().Set("Retry-After", m.retryAfter)
@@ -408,7 +435,12 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	return body, nil
 }
 
-// handlerError is an error the handler reported with Fail; leased when it
+// errNoResponse is the failure of a handler that returned without calling
+// WriteHeader or Write (see Config.ImplicitOK).
+var errNoResponse = errors.New("returned without writing a response (no WriteHeader, no Write)")
+
+// handlerError is an error the handler reported with Fail, or
+// errNoResponse; leased when it
 // ran under WrapLease, where a failure releases the lease for a retry to
 // resume.
 type handlerError struct {

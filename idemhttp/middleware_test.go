@@ -3,6 +3,7 @@ package idemhttp_test
 import (
 	"bytes"
 	"database/sql"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -51,26 +52,30 @@ func newStore(t *testing.T) *idem.Store[*sql.Tx] {
 	return store
 }
 
+// TestNewRejectsBadConfig: every Config New refuses is an error that
+// wraps idem.ErrInvalidConfig and names what is wrong.
 func TestNewRejectsBadConfig(t *testing.T) {
 	store := newStore(t)
 	principal := func(*http.Request) string { return "p" }
 	for _, tc := range []struct {
-		name string
-		cfg  idemhttp.Config
-		want string
+		name  string
+		store *idem.Store[*sql.Tx]
+		cfg   idemhttp.Config
+		want  string
 	}{
-		{"no principal", idemhttp.Config{}, "Principal"},
-		{"method with space", idemhttp.Config{Principal: principal, Methods: []string{"PO ST"}}, "token"},
-		{"empty method", idemhttp.Config{Principal: principal, Methods: []string{""}}, "token"},
-		{"negative body limit", idemhttp.Config{Principal: principal, MaxRequestBody: -1}, "MaxRequestBody"},
-		{"negative Retry-After", idemhttp.Config{Principal: principal, RetryAfter: -1}, "RetryAfter"},
+		{"nil store", nil, idemhttp.Config{Principal: principal}, "nil store"},
+		{"no principal", store, idemhttp.Config{}, "Principal"},
+		{"method with space", store, idemhttp.Config{Principal: principal, Methods: []string{"PO ST"}}, "token"},
+		{"empty method", store, idemhttp.Config{Principal: principal, Methods: []string{""}}, "token"},
+		{"negative body limit", store, idemhttp.Config{Principal: principal, MaxRequestBody: -1}, "MaxRequestBody"},
+		{"negative Retry-After", store, idemhttp.Config{Principal: principal, RetryAfter: -1}, "RetryAfter"},
 	} {
-		if _, err := idemhttp.New(store, tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: New returned %v, want an error naming %s", tc.name, err, tc.want)
-		}
-	}
-	if _, err := idemhttp.New[*sql.Tx](nil, idemhttp.Config{Principal: principal}); err == nil {
-		t.Error("New with a nil store: no error")
+		t.Run(tc.name, func(t *testing.T) {
+			mw, err := idemhttp.New(tc.store, tc.cfg)
+			if !errors.Is(err, idem.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New = %v, %v; want an error wrapping idem.ErrInvalidConfig that names %s", mw, err, tc.want)
+			}
+		})
 	}
 }
 
@@ -116,6 +121,7 @@ func TestTxType(t *testing.T) {
 	h := mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, sqlOK = idemhttp.Tx[*sql.Tx](r.Context())
 		_, connOK = idemhttp.Tx[*sql.Conn](r.Context())
+		w.WriteHeader(http.StatusNoContent)
 	}))
 	req := httptest.NewRequest(http.MethodPost, "/x", strings.NewReader("b"))
 	req.Header.Set(idemhttp.HeaderKey, "k")
@@ -209,7 +215,10 @@ func TestReplayOfNoStatus(t *testing.T) {
 	}
 	var route string
 	mux := http.NewServeMux()
-	mux.Handle("POST /jobs", mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { route = r.Pattern })))
+	mux.Handle("POST /jobs", mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		route = r.Pattern
+		w.WriteHeader(http.StatusOK)
+	})))
 	send := func() *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodPost, "/jobs", strings.NewReader("b"))
 		req.Header.Set(idemhttp.HeaderKey, "k")

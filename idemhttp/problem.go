@@ -32,5 +32,5 @@ func writeProblem(w http.ResponseWriter, status int, code, detail string) {
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
-	writeResponse(w, status, nil, body)
+	writeResponse(w, status, nil, body, nil)
 }

@@ -4,16 +4,19 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/idemkit/idem"
 )
 
 // recorder buffers a handler's answer until the transaction has committed.
 // It follows net/http's rules: headers changed after WriteHeader do not
-// count, a Write without WriteHeader means 200, and an unset Content-Type is
-// sniffed from the body. It implements nothing but http.ResponseWriter, so
-// http.ResponseController reports Flush, Hijack and deadlines as
-// unsupported.
+// count (but trailers do), a Write without WriteHeader means 200 (a Write of
+// no bytes too), and an unset Content-Type is sniffed from the body. It
+// implements nothing but http.ResponseWriter, so http.ResponseController
+// reports Flush, Hijack and deadlines as unsupported: a Flush writes
+// nothing, and a handler that only flushed has not answered.
 type recorder struct {
 	header http.Header // what the handler edits
 	sent   http.Header // the header as of WriteHeader
@@ -63,8 +66,13 @@ func (rec *recorder) Write(p []byte) (int, error) {
 	return rec.body.Write(p)
 }
 
-// finish completes the answer after the handler returned: the implied 200,
-// the sniffed Content-Type, and the limit check.
+// answered reports whether the handler answered: it called WriteHeader
+// with a final status, or Write.
+func (rec *recorder) answered() bool { return rec.status != 0 }
+
+// finish completes the answer after the handler returned: the implied 200
+// (for a handler that did not answer, when the middleware allows it), the
+// sniffed Content-Type, and the limit check.
 func (rec *recorder) finish() (idem.Response, error) {
 	if rec.status == 0 {
 		rec.WriteHeader(http.StatusOK)
@@ -78,6 +86,35 @@ func (rec *recorder) finish() (idem.Response, error) {
 		rec.sent.Set("Content-Type", http.DetectContentType(rec.body.Bytes()))
 	}
 	return idem.Response{Status: rec.status, Header: rec.sent, Body: rec.body.Bytes()}, nil
+}
+
+// trailer returns the trailers the handler set, as net/http would send them
+// once the handler returned: the names it declared in the Trailer header
+// before WriteHeader, with the values they have now, and the names it set
+// with http.TrailerPrefix, with that prefix. Nil when there are none.
+func (rec *recorder) trailer() http.Header {
+	if !bodyAllowed(rec.status) {
+		return nil // net/http sends no trailers without a body
+	}
+	var t http.Header
+	set := func(name string, values []string) {
+		if len(values) == 0 {
+			return
+		}
+		if t == nil {
+			t = make(http.Header)
+		}
+		t[name] = slices.Clone(values)
+	}
+	for name := range headerTokens(rec.sent, "Trailer") {
+		set(name, rec.header[name])
+	}
+	for name, values := range rec.header {
+		if strings.HasPrefix(name, http.TrailerPrefix) {
+			set(name, values)
+		}
+	}
+	return t
 }
 
 // bodyAllowed reports whether a response with status may have a body.

@@ -37,17 +37,24 @@ func ExampleHandler() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	b, err := idemnats.Bind(ctx, js, cons, idemnats.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.Close()
 	consumer, _ := idemqueue.New(store, idemqueue.Config{Name: "order-writer"})
 	createOrder := func(ctx context.Context, tx *sql.Tx, m idemqueue.Message) ([]byte, error) {
 		_, err := tx.ExecContext(ctx, `INSERT INTO orders (body) VALUES (?)`, m.Data)
 		return nil, err
 	}
-	cc, err := cons.Consume(idemnats.Handler(ctx, consumer, createOrder,
+	// One message at a time: a message waiting in the client's buffer is
+	// not reported in progress, and its ack deadline runs.
+	cc, err := cons.Consume(idemnats.Handler(ctx, b, consumer, createOrder,
 		func(msg jetstream.Msg, d idemqueue.Decision, err error) {
 			if d.Err != nil || err != nil {
 				log.Printf("%s: %v (%v, settle: %v)", msg.Subject(), d.Action, d.Err, err)
 			}
-		}))
+		}), jetstream.PullMaxMessages(1))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -19,12 +19,12 @@
 // idem.table; units follow the OpenTelemetry conventions.
 //
 //	name                       instrument  unit        attributes
-//	idem.claims                counter     {claim}     idem.outcome (won, replay, mismatch, in-flight), idem.read_first
-//	idem.claim.wait.duration   histogram   s           idem.outcome (replay, in-flight): how long a loser's claim took
+//	idem.claims                counter     {claim}     idem.outcome (won, replay, mismatch, in-flight), idem.read_first, idem.lease
+//	idem.claim.wait.duration   histogram   s           idem.outcome (replay, in-flight), idem.lease: how long a loser's claim took
 //	idem.do.duration           histogram   s           idem.outcome, error.type
 //	idem.retries               counter     {retry}     idem.retry.cause (serialization, deadlock, unavailable)
 //	idem.commit.unknown        counter     {commit}
-//	idem.response.body.size    histogram   By          the bodies Complete stored
+//	idem.response.body.size    histogram   By          the bodies Complete stored, idem.lease
 //	idem.purge.deleted         counter     {record}
 //	idem.purge.duration        histogram   s           error.type when a purge stopped early
 //	idem.takeovers             counter     {takeover}  expired leases taken over
@@ -62,9 +62,11 @@ const ScopeName = "github.com/idemkit/idem/idemotel"
 
 // Attribute keys.
 const (
-	AttrTable      = attribute.Key("idem.table")
-	AttrOutcome    = attribute.Key("idem.outcome")
-	AttrReadFirst  = attribute.Key("idem.read_first")
+	AttrTable     = attribute.Key("idem.table")
+	AttrOutcome   = attribute.Key("idem.outcome")
+	AttrReadFirst = attribute.Key("idem.read_first")
+	// AttrLease marks what lease mode (Store.Lease, DoLease) did.
+	AttrLease      = attribute.Key("idem.lease")
 	AttrRetryCause = attribute.Key("idem.retry.cause")
 	AttrCommitted  = attribute.Key("idem.committed")
 	AttrScope      = attribute.Key("idem.scope")
@@ -191,10 +193,10 @@ func (o *Observer) Observe(ctx context.Context, e idem.Event) {
 	table := AttrTable.String(e.Table)
 	switch e.Kind {
 	case idem.EventClaim:
-		outcome := AttrOutcome.String(e.Outcome.String())
-		o.claims.Add(ctx, 1, metric.WithAttributes(table, outcome, AttrReadFirst.Bool(e.ReadFirst)))
+		outcome, lease := AttrOutcome.String(e.Outcome.String()), AttrLease.Bool(e.Lease)
+		o.claims.Add(ctx, 1, metric.WithAttributes(table, outcome, AttrReadFirst.Bool(e.ReadFirst), lease))
 		if !e.ReadFirst && (e.Outcome == idem.Replay || e.Outcome == idem.InFlight) {
-			o.claimWait.Record(ctx, e.Wait.Seconds(), metric.WithAttributes(table, outcome))
+			o.claimWait.Record(ctx, e.Wait.Seconds(), metric.WithAttributes(table, outcome, lease))
 		}
 	case idem.EventRetry:
 		o.retries.Add(ctx, 1, metric.WithAttributes(table, AttrRetryCause.String(e.Cause)))
@@ -207,7 +209,7 @@ func (o *Observer) Observe(ctx context.Context, e idem.Event) {
 			span.AddEvent("idem.commit_unknown")
 		}
 	case idem.EventStored:
-		o.bodySize.Record(ctx, int64(e.BodyBytes), metric.WithAttributes(table))
+		o.bodySize.Record(ctx, int64(e.BodyBytes), metric.WithAttributes(table, AttrLease.Bool(e.Lease)))
 	case idem.EventPurgeBatch:
 		o.purgeDeleted.Add(ctx, e.Rows, metric.WithAttributes(table))
 	case idem.EventPurge:

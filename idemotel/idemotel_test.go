@@ -400,4 +400,8 @@ func TestTakeoverCounter(t *testing.T) {
 	if m["idem.takeovers"].Unit != "{takeover}" {
 		t.Errorf("idem.takeovers unit %q, want {takeover}", m["idem.takeovers"].Unit)
 	}
+	leased := []attribute.KeyValue{idemotel.AttrTable.String(idem.DefaultTable), idemotel.AttrOutcome.String("won"), idemotel.AttrReadFirst.Bool(false), idemotel.AttrLease.Bool(true)}
+	if got := sum(t, m["idem.claims"], leased...); got != 2 {
+		t.Errorf("idem.claims of lease mode, won = %d, want 2 (the fresh lease and the takeover)", got)
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -18,6 +20,14 @@ const (
 	// DefaultSettleTimeout bounds acknowledging, negative-acknowledging or
 	// terminating a delivery in Handle.
 	DefaultSettleTimeout = 10 * time.Second
+	// DefaultMaxPanicDeliveries is the delivery on which a handler's panic
+	// rejects the message: the first two panics retry it, the third
+	// rejects it.
+	DefaultMaxPanicDeliveries = 3
+	// DefaultInFlightWait is how long Handle keeps a delivery it can keep
+	// alive (an Extender) while the message's key is in flight elsewhere
+	// or the database is busy, before it hands the delivery back.
+	DefaultInFlightWait = 30 * time.Second
 )
 
 // Message is a delivered message as the consumer needs it.
@@ -79,6 +89,26 @@ type Config struct {
 	// SettleTimeout bounds acknowledging a delivery in Handle. Default:
 	// DefaultSettleTimeout.
 	SettleTimeout time.Duration
+	// MaxPanicDeliveries is the delivery from which a handler's panic
+	// rejects the message instead of retrying it: a poison message that
+	// panics every time stops after this many deliveries (rejected, for
+	// the broker to terminate or dead-letter) instead of crash-looping
+	// every consumer. A broker that does not count deliveries
+	// (Message.Delivery 0) gets Retry every time: bound it on the broker.
+	// Default: DefaultMaxPanicDeliveries.
+	MaxPanicDeliveries int
+	// InFlightWait bounds how long Handle waits, keeping the delivery
+	// alive, when the message's key is in flight elsewhere or the
+	// database was busy, processing it again every InFlightDelay, before
+	// it settles with Retry after all. It applies to Delivery values that
+	// are Extenders (others are retried at once), and ends early at the
+	// holder's lease end when the store reports one. Default:
+	// DefaultInFlightWait.
+	InFlightWait time.Duration
+	// Logger receives a handler's panic (at error level, with the stack)
+	// and failed keep-alives (warn). Default: the store's Config.Logger;
+	// nil logs nothing.
+	Logger *slog.Logger
 }
 
 // DefaultFingerprint hashes the message's queue and data.
@@ -109,16 +139,25 @@ type Consumer[TTx any] struct {
 	cfg   Config
 }
 
-// New returns a Consumer on store. It fails for a nil store, an empty Name
-// or a negative delay.
+// New returns a Consumer on store. It fails with an error matching
+// idem.ErrInvalidConfig for a nil store, an empty Name or a negative
+// duration or count.
 func New[TTx any](store *idem.Store[TTx], cfg Config) (*Consumer[TTx], error) {
 	switch {
 	case store == nil:
-		return nil, errors.New("idemqueue: nil store")
+		return nil, fmt.Errorf("%w: idemqueue: nil store", idem.ErrInvalidConfig)
 	case cfg.Name == "":
-		return nil, errors.New("idemqueue: Config.Name is required: it keeps the records of different consumers apart")
-	case cfg.InFlightDelay < 0 || cfg.SettleTimeout < 0:
-		return nil, fmt.Errorf("idemqueue: negative delay (InFlightDelay %v, SettleTimeout %v)", cfg.InFlightDelay, cfg.SettleTimeout)
+		return nil, fmt.Errorf("%w: idemqueue: Config.Name is required: it keeps the records of different consumers apart", idem.ErrInvalidConfig)
+	case cfg.MaxPanicDeliveries < 0:
+		return nil, fmt.Errorf("%w: idemqueue: MaxPanicDeliveries %d is negative", idem.ErrInvalidConfig, cfg.MaxPanicDeliveries)
+	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"InFlightDelay", cfg.InFlightDelay}, {"SettleTimeout", cfg.SettleTimeout}, {"InFlightWait", cfg.InFlightWait}} {
+		if f.v < 0 {
+			return nil, fmt.Errorf("%w: idemqueue: %s %v is negative", idem.ErrInvalidConfig, f.name, f.v)
+		}
 	}
 	if cfg.Key == nil {
 		cfg.Key = func(m Message) (string, error) { return m.ID, nil }
@@ -138,6 +177,15 @@ func New[TTx any](store *idem.Store[TTx], cfg Config) (*Consumer[TTx], error) {
 	if cfg.SettleTimeout == 0 {
 		cfg.SettleTimeout = DefaultSettleTimeout
 	}
+	if cfg.MaxPanicDeliveries == 0 {
+		cfg.MaxPanicDeliveries = DefaultMaxPanicDeliveries
+	}
+	if cfg.InFlightWait == 0 {
+		cfg.InFlightWait = DefaultInFlightWait
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = store.Config().Logger
+	}
 	return &Consumer[TTx]{store: store, cfg: cfg}, nil
 }
 
@@ -151,9 +199,23 @@ func New[TTx any](store *idem.Store[TTx], cfg Config) (*Consumer[TTx], error) {
 //	a permanent error, an unusable key, a result too     Reject
 //	large to store
 //	any other error (the handler's, the database's)      Retry after RetryDelay(m.Delivery)
+//	the handler panicked                                 Retry after RetryDelay(m.Delivery), or Reject
+//	                                                     from delivery MaxPanicDeliveries (*PanicError)
 //
-// Nothing is committed unless the decision is Ack.
-func (c *Consumer[TTx]) Process(ctx context.Context, m Message, h Handler[TTx]) Decision {
+// Nothing is committed unless the decision is Ack. A panic in the handler
+// (or in Config.Key or Config.Fingerprint) does not reach the caller: the
+// transaction is rolled back, the panic is logged with its stack, and the
+// decision's error is a *PanicError.
+func (c *Consumer[TTx]) Process(ctx context.Context, m Message, h Handler[TTx]) (d Decision) {
+	defer func() {
+		if v := recover(); v != nil {
+			d = c.panicked(ctx, m, v, debug.Stack())
+		}
+	}()
+	return c.process(ctx, m, h)
+}
+
+func (c *Consumer[TTx]) process(ctx context.Context, m Message, h Handler[TTx]) Decision {
 	if h == nil {
 		return Decision{Action: Reject, Err: errors.New("idemqueue: nil handler")}
 	}
@@ -180,17 +242,37 @@ func (c *Consumer[TTx]) Process(ctx context.Context, m Message, h Handler[TTx]) 
 		}
 		return Decision{Action: Ack, Outcome: idem.Won, Result: res.Response.Body}
 	case idem.Replay:
-		return Decision{Action: Ack, Outcome: idem.Replay, Result: res.Response.Body}
+		return Decision{Action: Ack, Outcome: idem.Replay, Result: res.Response.Body, Record: res.Record}
 	case idem.Mismatch:
-		return Decision{Action: Reject, Outcome: idem.Mismatch,
+		return Decision{Action: Reject, Outcome: idem.Mismatch, Record: res.Record,
 			Err: fmt.Errorf("%w: key %q in %q", ErrMismatch, key, m.Queue)}
 	case idem.InFlight:
-		return Decision{Action: Retry, Delay: c.cfg.InFlightDelay, Outcome: idem.InFlight,
-			Err: fmt.Errorf("%w: key %q in %q", ErrInFlight, key, m.Queue)}
+		return c.inFlight(m, key, res)
 	}
 	return Decision{Action: Retry, Delay: c.cfg.RetryDelay(m.Delivery),
 		Err: fmt.Errorf("idemqueue: message %q: unexpected outcome %v", key, res.Outcome)}
 }
+
+// inFlight decides on an InFlight answer. A busy answer (idem.Result.Busy:
+// on SQLite another transaction held the database's write lock longer than
+// WaitBound, and no committed record holds the key) is no sign that the
+// message is being processed anywhere; a pending record, or a wait for the
+// key's row (a transaction still running holds it), is. Both are retried
+// after InFlightDelay, and Handle waits out both when it can keep the
+// delivery alive; they differ in the error, so that a busy database is not
+// reported as a message processed elsewhere.
+func (c *Consumer[TTx]) inFlight(m Message, key string, res idem.Result) Decision {
+	d := Decision{Action: Retry, Delay: c.cfg.InFlightDelay, Outcome: idem.InFlight, Record: res.Record}
+	if res.Busy && !held(res.Record) {
+		d.Err = fmt.Errorf("%w: key %q in %q: another transaction held the database longer than WaitBound (%v)", ErrBusy, key, m.Queue, c.store.Config().WaitBound)
+	} else {
+		d.Err = fmt.Errorf("%w: key %q in %q", ErrInFlight, key, m.Queue)
+	}
+	return d
+}
+
+// held reports whether rec is a pending record: a holder is known.
+func held(rec idem.Record) bool { return rec.Key != "" && !rec.Completed }
 
 // failed decides on an error from Do: nothing was committed (or, for
 // ErrCommitUnknown, a redelivery will tell).

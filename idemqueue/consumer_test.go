@@ -236,9 +236,11 @@ func TestDecisions(t *testing.T) {
 	}
 }
 
-// TestInFlight: a delivery whose key another consumer holds is left for
-// redelivery after InFlightDelay; nothing runs twice.
-func TestInFlight(t *testing.T) {
+// TestBusyWhileAnotherRuns: on SQLite another consumer's run of the same
+// message holds the whole database, so a delivery meeting it cannot read
+// the key's record: it is retried after InFlightDelay as ErrBusy (nobody is
+// known to hold the key), not ErrInFlight; nothing runs twice.
+func TestBusyWhileAnotherRuns(t *testing.T) {
 	o := newOrders(t, idem.Config{WaitBound: 50 * time.Millisecond})
 	c := newConsumer(t, o, idemqueue.Config{InFlightDelay: 700 * time.Millisecond})
 	entered, release := make(chan struct{}), make(chan struct{})
@@ -258,14 +260,184 @@ func TestInFlight(t *testing.T) {
 	}
 	d := c.Process(t.Context(), m, o.handle)
 	close(release)
-	if d.Action != idemqueue.Retry || d.Delay != 700*time.Millisecond || d.Outcome != idem.InFlight || !errors.Is(d.Err, idemqueue.ErrInFlight) {
-		t.Errorf("redelivery while in flight: %+v, want retry after 700ms, ErrInFlight", d)
+	if d.Action != idemqueue.Retry || d.Delay != 700*time.Millisecond || d.Outcome != idem.InFlight ||
+		!errors.Is(d.Err, idemqueue.ErrBusy) || errors.Is(d.Err, idemqueue.ErrInFlight) {
+		t.Errorf("redelivery while the database is held: %+v, want retry after 700ms, ErrBusy and not ErrInFlight", d)
 	}
 	if d := <-first; d.Action != idemqueue.Ack {
 		t.Errorf("first delivery: %+v", d)
 	}
 	if runs := o.runs.Load(); runs != 1 {
 		t.Errorf("%d runs, want 1", runs)
+	}
+}
+
+// scopeOf returns the scope c gives messages of queue, read back from a
+// record.
+func scopeOf(t *testing.T, c *idemqueue.Consumer[*sql.Tx], o *orders, queue string) string {
+	t.Helper()
+	m := msg(queue, "scope-probe", "x")
+	c.Process(t.Context(), m, o.handle)
+	d := c.Process(t.Context(), m, o.handle)
+	if d.Outcome != idem.Replay || d.Record.Scope == "" {
+		t.Fatalf("probe: %+v, want a replay with its record", d)
+	}
+	return d.Record.Scope
+}
+
+// TestInFlight: a delivery whose key another holder keeps (a lease, in
+// the store) is retried after InFlightDelay as ErrInFlight, with the
+// holder's record.
+func TestInFlight(t *testing.T) {
+	o := newOrders(t, idem.Config{WaitBound: 50 * time.Millisecond})
+	c := newConsumer(t, o, idemqueue.Config{InFlightDelay: 700 * time.Millisecond})
+	m := msg("q", "m-1", "x")
+	lease, err := o.store.Lease(t.Context(), idem.Request{Scope: scopeOf(t, c, o, "q"), Key: m.ID, Fingerprint: idemqueue.DefaultFingerprint(m)})
+	if err != nil || lease.Outcome != idem.Won {
+		t.Fatalf("lease: %v, %v", lease, err)
+	}
+	defer func() { _ = lease.Release(context.Background()) }()
+	d := c.Process(t.Context(), m, o.handle)
+	if d.Action != idemqueue.Retry || d.Delay != 700*time.Millisecond || d.Outcome != idem.InFlight ||
+		!errors.Is(d.Err, idemqueue.ErrInFlight) || d.Record.Key != m.ID || d.Record.LeaseUntil.IsZero() {
+		t.Errorf("delivery while leased: %+v, want retry after 700ms, ErrInFlight, the holder's record", d)
+	}
+	if runs := o.runs.Load(); runs != 1 { // the probe's
+		t.Errorf("%d runs, want 1", runs)
+	}
+}
+
+// TestBusyDatabase: another transaction holds SQLite's write lock longer
+// than WaitBound. Process answers ErrBusy; Handle, on a delivery it can
+// keep alive, extends it, waits the lock out and does the work, settling
+// once with an ack: the busy database costs no delivery.
+func TestBusyDatabase(t *testing.T) {
+	o := newOrders(t, idem.Config{WaitBound: 50 * time.Millisecond})
+	c := newConsumer(t, o, idemqueue.Config{InFlightDelay: 20 * time.Millisecond, InFlightWait: 20 * time.Second})
+	hold := func(t *testing.T, d time.Duration) {
+		t.Helper()
+		conn, err := o.db.Conn(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.ExecContext(t.Context(), `BEGIN IMMEDIATE`); err != nil {
+			t.Fatal(err)
+		}
+		time.AfterFunc(d, func() {
+			_, _ = conn.ExecContext(context.Background(), `ROLLBACK`)
+			conn.Close()
+		})
+	}
+
+	hold(t, 400*time.Millisecond)
+	d := c.Process(t.Context(), msg("q", "m-1", "x"), o.handle)
+	if d.Action != idemqueue.Retry || d.Outcome != idem.InFlight || !errors.Is(d.Err, idemqueue.ErrBusy) || errors.Is(d.Err, idemqueue.ErrInFlight) {
+		t.Errorf("Process on a busy database: %+v, want retry with ErrBusy, not ErrInFlight", d)
+	}
+	time.Sleep(500 * time.Millisecond)
+
+	hold(t, 600*time.Millisecond)
+	del := &extendingDelivery{delivery: delivery{m: msg("q", "m-2", "x")}, every: 10 * time.Millisecond}
+	dec, err := c.Handle(t.Context(), del, o.handle)
+	if err != nil || dec.Action != idemqueue.Ack || dec.Outcome != idem.Won || del.settle != "ack" {
+		t.Errorf("Handle on a busy database: %+v, %v, settled %q; want the work done and acked", dec, err, del.settle)
+	}
+	if del.extends.Load() == 0 {
+		t.Error("the delivery was never extended while the database was busy")
+	}
+	if n := o.count(t); n != 1 {
+		t.Errorf("%d orders, want 1", n)
+	}
+}
+
+// TestHandleWaitsForHolder: a kept-alive delivery meeting another run of
+// its message waits for it instead of settling with Retry, and then acks
+// the stored result.
+func TestHandleWaitsForHolder(t *testing.T) {
+	o := newOrders(t, idem.Config{WaitBound: 30 * time.Millisecond})
+	c := newConsumer(t, o, idemqueue.Config{InFlightDelay: 20 * time.Millisecond, InFlightWait: 20 * time.Second})
+	entered := make(chan struct{})
+	slow := func(ctx context.Context, tx *sql.Tx, m idemqueue.Message) ([]byte, error) {
+		res, err := o.handle(ctx, tx, m)
+		close(entered)
+		time.Sleep(400 * time.Millisecond)
+		return res, err
+	}
+	m := msg("q", "m-1", "x")
+	first := make(chan idemqueue.Decision, 1)
+	go func() { first <- c.Process(context.Background(), m, slow) }()
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first delivery never ran")
+	}
+	del := &extendingDelivery{delivery: delivery{m: m}, every: 10 * time.Millisecond}
+	dec, err := c.Handle(t.Context(), del, o.handle)
+	if err != nil || dec.Action != idemqueue.Ack || dec.Outcome != idem.Replay || string(dec.Result) != "order 1" || del.settle != "ack" {
+		t.Errorf("second delivery: %+v, %v, settled %q; want an ack of the first run's result", dec, err, del.settle)
+	}
+	if d := <-first; d.Action != idemqueue.Ack {
+		t.Errorf("first delivery: %+v", d)
+	}
+	if runs := o.runs.Load(); runs != 1 {
+		t.Errorf("%d runs, want 1", runs)
+	}
+}
+
+// TestHandleWaitBounds: the wait for a key in flight ends at the holder's
+// lease end (Do does not take over an expired lease, so waiting longer
+// gains nothing) and at InFlightWait; a delivery that cannot be kept alive
+// is retried at once.
+func TestHandleWaitBounds(t *testing.T) {
+	o := newOrders(t, idem.Config{WaitBound: 30 * time.Millisecond, Lease: 300 * time.Millisecond})
+	for _, tc := range []struct {
+		name      string
+		every     time.Duration
+		wait      time.Duration
+		atLeast   time.Duration
+		atMost    time.Duration
+		extending bool
+	}{
+		{"until the lease ends", 10 * time.Millisecond, time.Minute, 0, 20 * time.Second, true},
+		{"until InFlightWait", 10 * time.Millisecond, 150 * time.Millisecond, 100 * time.Millisecond, 20 * time.Second, true},
+		{"not kept alive", 0, time.Minute, 0, 20 * time.Second, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newConsumer(t, o, idemqueue.Config{Name: tc.name, InFlightDelay: 20 * time.Millisecond, InFlightWait: tc.wait})
+			m := msg("q", "m-1", "x")
+			lease, err := o.store.Lease(t.Context(), idem.Request{Scope: scopeOf(t, c, o, "q"), Key: m.ID, Fingerprint: idemqueue.DefaultFingerprint(m)})
+			if err != nil || lease.Outcome != idem.Won {
+				t.Fatalf("lease: %v, %v", lease, err)
+			}
+			if tc.wait < time.Minute {
+				// Keep the lease alive past InFlightWait.
+				stop := make(chan struct{})
+				defer close(stop)
+				go func() {
+					for {
+						select {
+						case <-stop:
+							return
+						case <-time.After(50 * time.Millisecond):
+							_ = lease.Extend(context.Background())
+						}
+					}
+				}()
+			}
+			del := &extendingDelivery{delivery: delivery{m: m}, every: tc.every}
+			start := time.Now()
+			dec, _ := c.Handle(t.Context(), del, o.handle)
+			took := time.Since(start)
+			if dec.Action != idemqueue.Retry || !errors.Is(dec.Err, idemqueue.ErrInFlight) || del.settle != "retry 20ms" {
+				t.Errorf("%+v, settled %q; want a retry after InFlightDelay", dec, del.settle)
+			}
+			if took < tc.atLeast || took > tc.atMost {
+				t.Errorf("Handle took %v, want between %v and %v", took, tc.atLeast, tc.atMost)
+			}
+			if got := del.extends.Load() > 0; got != tc.extending {
+				t.Errorf("extended: %v, want %v", got, tc.extending)
+			}
+		})
 	}
 }
 
@@ -361,6 +533,19 @@ func (d *delivery) Reject(ctx context.Context, reason error) error {
 	return errors.New("broker gone")
 }
 
+// extendingDelivery is a scripted Delivery that Handle can keep alive.
+type extendingDelivery struct {
+	delivery
+	every   time.Duration
+	extends atomic.Int64
+}
+
+func (d *extendingDelivery) ExtendEvery() time.Duration { return d.every }
+func (d *extendingDelivery) Extend(context.Context) error {
+	d.extends.Add(1)
+	return nil
+}
+
 // TestHandle: Handle settles a delivery as Process decided, with a live
 // context even when the caller's has ended, and reports settling errors.
 func TestHandle(t *testing.T) {
@@ -379,6 +564,10 @@ func TestHandle(t *testing.T) {
 	if dec, _ := c.Handle(t.Context(), d, o.handle); dec.Action != idemqueue.Reject || !strings.Contains(d.settle, "no metadata") {
 		t.Errorf("unreadable delivery: %+v, settled %q", dec, d.settle)
 	}
+	d = &delivery{m: idemqueue.Message{Delivery: 2}, err: idemqueue.Temporary(errors.New("stream info timed out"))}
+	if dec, _ := c.Handle(t.Context(), d, o.handle); dec.Action != idemqueue.Retry || d.settle != "retry 200ms" || !errors.Is(dec.Err, idemqueue.ErrTemporary) {
+		t.Errorf("delivery not identified for now: %+v, settled %q; want a retry with backoff", dec, d.settle)
+	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	d = &delivery{m: msg("q", "m-2", "x")}
@@ -387,6 +576,7 @@ func TestHandle(t *testing.T) {
 	}
 }
 
+// TestNewRefuses: every Config New refuses is an idem.ErrInvalidConfig.
 func TestNewRefuses(t *testing.T) {
 	o := newOrders(t, idem.Config{})
 	for _, tc := range []struct {
@@ -397,10 +587,16 @@ func TestNewRefuses(t *testing.T) {
 		{"nil store", nil, idemqueue.Config{Name: "x"}},
 		{"no name", o.store, idemqueue.Config{}},
 		{"negative in-flight delay", o.store, idemqueue.Config{Name: "x", InFlightDelay: -1}},
+		{"negative settle timeout", o.store, idemqueue.Config{Name: "x", SettleTimeout: -time.Second}},
+		{"negative in-flight wait", o.store, idemqueue.Config{Name: "x", InFlightWait: -time.Second}},
+		{"negative panic deliveries", o.store, idemqueue.Config{Name: "x", MaxPanicDeliveries: -1}},
 	} {
-		if _, err := idemqueue.New(tc.store, tc.cfg); err == nil {
-			t.Errorf("%s: no error", tc.name)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := idemqueue.New(tc.store, tc.cfg)
+			if c != nil || !errors.Is(err, idem.ErrInvalidConfig) {
+				t.Errorf("New = %v, %v; want no consumer and an error matching idem.ErrInvalidConfig", c, err)
+			}
+		})
 	}
 }
 

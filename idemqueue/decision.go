@@ -53,9 +53,15 @@ type Decision struct {
 	// Result is the handler's result, from this run (Won) or stored by the
 	// first (Replay). Empty unless Action is Ack.
 	Result []byte
+	// Record is the key's record as the store found it, for Replay,
+	// Mismatch and InFlight; zero when none was read (Won, a failed
+	// transaction, an InFlight whose wait ran out while no committed
+	// record held the key). A pending record's LeaseUntil says how long
+	// its holder keeps it.
+	Record idem.Record
 	// Err says why the delivery is not acknowledged; nil for Ack. It
-	// matches ErrMismatch, ErrInFlight, ErrPermanent, or wraps the
-	// handler's or the store's error.
+	// matches ErrMismatch, ErrInFlight, ErrBusy, ErrPermanent, is a
+	// *PanicError, or wraps the handler's or the store's error.
 	Err error
 }
 
@@ -64,13 +70,48 @@ var (
 	// ErrMismatch: the message's key was already used with other data (a
 	// publisher reused an id); the message is rejected.
 	ErrMismatch = errors.New("idemqueue: message id already used with other data")
-	// ErrInFlight: another consumer holds the message's key; the message
-	// is left for redelivery.
+	// ErrInFlight: another consumer holds the message's key: the store
+	// found its pending record, or waited WaitBound for a transaction
+	// still running that holds the key's row. The message is left for
+	// redelivery.
 	ErrInFlight = errors.New("idemqueue: message is being processed elsewhere")
+	// ErrBusy: the database itself was busy (idem.Result.Busy): on SQLite
+	// another transaction held the write lock longer than
+	// idem.Config.WaitBound and no committed record holds the key, so
+	// nobody is known to process the message. It is retried shortly
+	// (InFlightDelay); Handle first waits and processes it again while it
+	// can keep the delivery alive.
+	ErrBusy = errors.New("idemqueue: the database was busy past the wait bound")
 	// ErrPermanent marks handler errors that no redelivery can cure (see
 	// Permanent).
 	ErrPermanent = errors.New("idemqueue: permanent failure")
+	// ErrTemporary marks an error of Delivery.Message that a later
+	// delivery may not meet (see Temporary): Handle retries the delivery
+	// instead of rejecting it.
+	ErrTemporary = errors.New("idemqueue: temporary failure")
+	// ErrNotSettled: the broker confirmed a settle that did not settle the
+	// message, for instance an ack of a message the broker had already
+	// dropped after its delivery limit. An adapter's settle methods return
+	// it (wrapped with the details); Handle passes it on. The work may
+	// have committed although the broker counts the message as failed.
+	ErrNotSettled = errors.New("idemqueue: the broker did not settle the message")
 )
+
+// Temporary wraps an error of Delivery.Message so that Handle retries the
+// delivery (after RetryDelay) instead of rejecting it: the message could
+// not be identified now (its broker did not answer), but may be later. The
+// result matches ErrTemporary and err.
+func Temporary(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &temporaryError{err}
+}
+
+type temporaryError struct{ err error }
+
+func (e *temporaryError) Error() string   { return "temporary: " + e.err.Error() }
+func (e *temporaryError) Unwrap() []error { return []error{ErrTemporary, e.err} }
 
 // Permanent wraps err so that the consumer rejects the message instead of
 // retrying it. The result matches ErrPermanent and err.
@@ -94,10 +135,15 @@ func IsPermanent(err error) bool { return errors.Is(err, ErrPermanent) }
 // RabbitMQ adapter maps Retry to Nack with requeue, or to a delayed retry
 // queue, and Reject to Nack without requeue, which dead-letters; a Kafka
 // adapter commits the offset on Ack and Reject, after publishing a rejected
-// record to a dead-letter topic, and seeks back on Retry).
+// record to a dead-letter topic, and seeks back on Retry). A broker whose
+// deliveries expire unless settled in time (JetStream's AckWait, SQS's
+// visibility timeout) should make its Delivery an Extender too.
 type Delivery interface {
 	// Message returns the message; an error rejects the delivery (it
-	// cannot be identified, so it cannot be processed safely).
+	// cannot be identified, so it cannot be processed safely), unless it
+	// matches ErrTemporary: then the delivery is retried. With an error,
+	// the Message may still carry Queue, ID and Delivery for the log and
+	// the retry's backoff.
 	Message() (Message, error)
 	// Ack acknowledges the message: it is done.
 	Ack(ctx context.Context) error
@@ -107,17 +153,49 @@ type Delivery interface {
 	Reject(ctx context.Context, reason error) error
 }
 
-// Handle processes d with Process and settles it as decided, within
+// Extender is a Delivery whose broker redelivers it unless it is settled
+// or extended in time, and that can push that deadline back: JetStream's
+// InProgress, SQS's ChangeMessageVisibility, Pub/Sub's ModifyAckDeadline.
+// Handle extends such a delivery every ExtendEvery while its message is
+// worked on (the handler, idem's waits, the waits for a key in flight), so
+// a slow handler does not make the broker deliver the message again and
+// spend its delivery limit.
+type Extender interface {
+	// ExtendEvery is how often to extend, well inside the broker's
+	// deadline (a third of it, say); 0 or less turns extending off.
+	ExtendEvery() time.Duration
+	// Extend tells the broker the message is still being worked on.
+	Extend(ctx context.Context) error
+}
+
+// Handle processes d and settles it as decided, within
 // Config.SettleTimeout even when ctx has ended. It returns the decision and
 // the error of settling it. A failed Ack is harmless: the redelivery finds
-// the work done and acknowledges it then.
+// the work done and acknowledges it then. A settle error matching
+// ErrNotSettled says the broker had given up on the message already (the
+// work may have committed all the same).
+//
+// When d is an Extender, Handle extends it while it works, and a message
+// whose key is in flight elsewhere, or whose database was busy (ErrBusy),
+// does not spend a delivery: Handle waits InFlightDelay and processes it
+// again, up to Config.InFlightWait (or the end of the holder's lease, when
+// the store reports one), and only then settles with Retry.
 func (c *Consumer[TTx]) Handle(ctx context.Context, d Delivery, h Handler[TTx]) (Decision, error) {
 	var dec Decision
 	m, err := d.Message()
-	if err != nil {
+	switch {
+	case err != nil && errors.Is(err, ErrTemporary):
+		dec = Decision{Action: Retry, Delay: c.cfg.RetryDelay(m.Delivery), Err: fmt.Errorf("idemqueue: read the delivery: %w", err)}
+	case err != nil:
 		dec = Decision{Action: Reject, Err: fmt.Errorf("idemqueue: read the delivery: %w", err)}
-	} else {
-		dec = c.Process(ctx, m, h)
+	default:
+		if e, ok := d.(Extender); ok && e.ExtendEvery() > 0 {
+			stop := c.keepAlive(ctx, m, e)
+			dec = c.processWaiting(ctx, m, h)
+			stop()
+		} else {
+			dec = c.Process(ctx, m, h)
+		}
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.SettleTimeout)
 	defer cancel()

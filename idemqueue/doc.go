@@ -28,6 +28,22 @@
 // (JetStream MaxDeliver, a RabbitMQ quorum queue's delivery-limit), so a
 // message that fails forever stops.
 //
+// A handler's panic does not reach the broker's callback: its transaction
+// is rolled back, the panic is logged with its stack, and the message is
+// retried with backoff until its delivery count reaches
+// Config.MaxPanicDeliveries, then rejected (Decision.Err is a
+// *PanicError), so a poison message stops instead of crash-looping every
+// consumer.
+//
+// Brokers whose deliveries expire unless settled in time (JetStream's
+// AckWait) keep them alive through an Extender: Handle extends the
+// delivery while it works, and waits out an answer that the message's key
+// is in flight (ErrInFlight) or that the database was busy past
+// idem.Config.WaitBound (ErrBusy, idem.Result.Busy: on SQLite another
+// transaction held the write lock, which says nothing about the key),
+// processing it again every InFlightDelay up to Config.InFlightWait,
+// instead of spending a delivery on it.
+//
 // The record stores the handler's optional result with status 0
 // (idem.NoStatus) and lives for the store's retention (24 hours by
 // default): a redelivery after that does the work again, so keep the

@@ -25,6 +25,8 @@ func ExampleRender() {
 	// 0001_create_table.down.sql
 	// 0002_leases.up.sql
 	// 0002_leases.down.sql
+	// 0003_fence.up.sql
+	// 0003_fence.down.sql
 }
 
 // The files for the default table are embedded: hand a directory of them
@@ -41,5 +43,5 @@ func Example_embedded() {
 	}
 	fmt.Println(names)
 	// Output:
-	// [00001_create_table.sql 00002_leases.sql]
+	// [00001_create_table.sql 00002_leases.sql 00003_fence.sql]
 }

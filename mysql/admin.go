@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -140,19 +141,44 @@ func infos(ctx context.Context, q dialect.Queryer, b sq.SelectBuilder) ([]dialec
 }
 
 // Delete deletes one record by primary key; unless forced, not a live
-// pending one. A record whose claim is still open holds its row lock, so
-// the DELETE waits for that transaction, bounded by ctx (and the session's
+// pending one, and raises the token floor to its token. A record whose
+// claim is still open holds its row lock, so the locking read waits for
+// that transaction, bounded by ctx (and the session's
 // innodb_lock_wait_timeout).
 func (d *Dialect) Delete(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.DeleteArgs) (int64, error) {
-	b := adminSQL.Delete(quoted(t)).Where(sq.Eq{"scope": a.Scope, "idem_key": a.Key})
+	// MySQL's DELETE returns no rows: a locking read takes the record and
+	// its token, then the DELETE removes it and the floor is raised, all
+	// in the core's transaction.
+	key := sq.Eq{"scope": a.Scope, "idem_key": a.Key}
+	b := adminSQL.Select("token").From(quoted(t)).Where(key)
 	if !a.Force {
 		b = b.Where(sq.Or{sq.NotEq{"status": nil}, sq.Expr(expiredAt, clock(a.Now))})
 	}
-	stmt, args, err := b.ToSql()
+	stmt, args, err := b.Suffix("FOR UPDATE").ToSql()
 	if err != nil {
 		return 0, fmt.Errorf("mysql: build delete: %w", err)
 	}
-	return exec(ctx, q, stmt, args...)
+	rows, err := query(ctx, q, stmt, args...)
+	if err != nil {
+		return 0, err
+	}
+	var token int64
+	found := rows.Next()
+	if found {
+		err = rows.Scan(&token)
+	}
+	if err := errors.Join(err, dialect.CloseRows(rows)); err != nil || !found {
+		return 0, err
+	}
+	stmt, args, err = adminSQL.Delete(quoted(t)).Where(key).ToSql()
+	if err != nil {
+		return 0, fmt.Errorf("mysql: build delete: %w", err)
+	}
+	n, err := exec(ctx, q, stmt, args...)
+	if err != nil {
+		return 0, err
+	}
+	return n, d.raiseFloor(ctx, q, d.stmts.For(t), token)
 }
 
 // Count counts records by state and expiry.

@@ -222,14 +222,20 @@ func (d *Dialect) Purge(ctx context.Context, q dialect.Queryer, t dialect.Table,
 	if err != nil {
 		return 0, err
 	}
-	var keys []any // scope, key, scope, key, ...
+	var (
+		keys    []any // scope, key, scope, key, ...
+		highest int64 // the largest token among them
+	)
 	for rows.Next() {
-		var scope, key []byte
-		if err := rows.Scan(&scope, &key); err != nil {
+		var (
+			scope, key []byte
+			token      int64
+		)
+		if err := rows.Scan(&scope, &key, &token); err != nil {
 			rows.Close()
 			return 0, err
 		}
-		keys = append(keys, scope, key)
+		keys, highest = append(keys, scope, key), max(highest, token)
 	}
 	if err := dialect.CloseRows(rows); err != nil {
 		return 0, err
@@ -243,7 +249,19 @@ func (d *Dialect) Purge(ctx context.Context, q dialect.Queryer, t dialect.Table,
 		}
 		n += deleted
 	}
-	return n, nil
+	return n, d.raiseFloor(ctx, q, s, highest)
+}
+
+// raiseFloor raises the token floor to token, the largest token a delete
+// removed, after the records' rows (so a claim that holds one of them and
+// reads the floor never waits on this transaction's lock of the floor
+// while it holds a row this one wants).
+func (d *Dialect) raiseFloor(ctx context.Context, q dialect.Queryer, s *statements, token int64) error {
+	if token <= 0 {
+		return nil
+	}
+	_, err := exec(ctx, q, s.raiseFloor, token, token)
+	return err
 }
 
 // purgeChunk bounds the keys one DELETE names.

@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"time"
 
@@ -17,54 +18,93 @@ import (
 var _ dialect.Leaser = (*Dialect)(nil)
 
 // InsertLease inserts a pending record holding a lease unless the key has
-// one, waiting at most a.WaitBound for a transaction that holds the key.
+// one, waiting at most a.WaitBound for a transaction that holds the key,
+// then stamps its token above the floor. A lost insert writes nothing
+// more in its transaction: it holds a shared lock on the existing row, and
+// a write after it would deadlock with other losers doing the same.
 func (d *Dialect) InsertLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LeaseArgs) (won bool, err error) {
-	s := d.stmts.For(t).lease
+	s := d.stmts.For(t)
 	now, ret, lease := clock(a.Now), a.Retention.Microseconds(), a.Lease.Microseconds()
 	err = d.waitBounded(ctx, q, a.WaitBound, func(prefix string) error {
-		_, err := exec(ctx, q, prefix+s.insert, a.Scope, a.Key, a.Fingerprint, ret, lease, lease, now)
+		_, err := exec(ctx, q, prefix+s.lease.insert, a.Scope, a.Key, a.Fingerprint, ret, lease, lease, now)
 		return err
 	})
 	if isNumber(err, erDupEntry) {
 		return false, nil
 	}
-	return err == nil, err
+	if err != nil {
+		return false, err
+	}
+	return true, d.stampToken(ctx, q, s, a.Scope, a.Key)
 }
 
-// TakeLease takes over a record whose retention has passed, else one whose
-// lease ended.
-func (d *Dialect) TakeLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LeaseArgs) (won, resumed bool, err error) {
-	s := d.stmts.For(t).lease
+// stampToken gives the record this transaction holds a token above its own
+// and the floor. The floor is read by a plain (consistent, lockless) read
+// now that the row is held: every delete of the key's earlier records has
+// committed.
+func (d *Dialect) stampToken(ctx context.Context, q dialect.Queryer, s *statements, scope, key string) error {
+	rows, err := query(ctx, q, s.readFloor)
+	if err != nil {
+		return err
+	}
+	var floor int64
+	if rows.Next() {
+		err = rows.Scan(&floor)
+	}
+	if err := errors.Join(err, dialect.CloseRows(rows)); err != nil {
+		return err
+	}
+	_, err = exec(ctx, q, s.lease.stampToken, floor, scope, key)
+	return err
+}
+
+// TakeExpired takes over a record whose retention has passed.
+func (d *Dialect) TakeExpired(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LeaseArgs) (won bool, err error) {
+	s := d.stmts.For(t)
 	now, ret, lease := clock(a.Now), a.Retention.Microseconds(), a.Lease.Microseconds()
 	err = d.waitBounded(ctx, q, a.WaitBound, func(prefix string) error {
-		n, err := exec(ctx, q, prefix+s.takeExpired,
+		n, err := exec(ctx, q, prefix+s.lease.takeExpired,
 			a.Fingerprint, now, now, ret, now, lease, now, lease, a.Scope, a.Key, now)
-		if err != nil || n == 1 {
-			won = n == 1
-			return err
-		}
-		n, err = exec(ctx, q, prefix+s.resume,
-			now, lease, now, lease, a.Scope, a.Key, a.Fingerprint, now, now)
-		won, resumed = n == 1, n == 1
+		won = n == 1
 		return err
 	})
-	return won, resumed, err
+	if err != nil || !won {
+		return false, err
+	}
+	return true, d.stampToken(ctx, q, s, a.Scope, a.Key)
+}
+
+// ResumeLease takes over a pending record whose lease ended.
+func (d *Dialect) ResumeLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LeaseArgs) (won bool, err error) {
+	s := d.stmts.For(t).lease
+	now, lease := clock(a.Now), a.Lease.Microseconds()
+	err = d.waitBounded(ctx, q, a.WaitBound, func(prefix string) error {
+		n, err := exec(ctx, q, prefix+s.resume,
+			now, lease, now, lease, a.Scope, a.Key, a.Fingerprint, now, now)
+		won = n == 1
+		return err
+	})
+	return won, err
 }
 
 // ExtendLease moves the lease's end.
-func (d *Dialect) ExtendLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.FenceArgs) error {
+func (d *Dialect) ExtendLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.FenceArgs) (time.Time, error) {
 	s := d.stmts.For(t).lease
 	now, lease := clock(a.Now), a.Lease.Microseconds()
-	n, err := exec(ctx, q, s.extend, now, lease, now, lease, a.Scope, a.Key, a.Token)
-	return d.fenced(ctx, q, s, a, n, err)
+	if _, err := exec(ctx, q, s.extend, append([]any{now, lease, now, lease}, fence(a)...)...); err != nil {
+		return time.Time{}, err
+	}
+	return d.until(ctx, q, s, a)
 }
 
 // RecordStep stores a recovery point and extends the lease.
-func (d *Dialect) RecordStep(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.StepArgs) error {
+func (d *Dialect) RecordStep(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.StepArgs) (time.Time, error) {
 	s := d.stmts.For(t).lease
 	now, lease := clock(a.Now), a.Lease.Microseconds()
-	n, err := exec(ctx, q, s.step, now, lease, now, lease, a.Step, a.Data, a.Scope, a.Key, a.Token)
-	return d.fenced(ctx, q, s, a.FenceArgs, n, err)
+	if _, err := exec(ctx, q, s.step, append([]any{now, lease, now, lease, a.Step, a.Data}, fence(a.FenceArgs)...)...); err != nil {
+		return time.Time{}, err
+	}
+	return d.until(ctx, q, s, a.FenceArgs)
 }
 
 // CompleteLease stores the response and ends the lease.
@@ -73,16 +113,19 @@ func (d *Dialect) CompleteLease(ctx context.Context, q dialect.Queryer, t dialec
 		return err
 	}
 	s := d.stmts.For(t).lease
-	n, err := exec(ctx, q, s.complete, a.Status, a.Header, a.Body, clock(a.Now), a.Retention.Microseconds(), a.Scope, a.Key, a.Token)
+	n, err := exec(ctx, q, s.complete, append([]any{a.Status, a.Header, a.Body, clock(a.Now), a.Retention.Microseconds()}, fence(a.FenceArgs)...)...)
 	return d.fenced(ctx, q, s, a.FenceArgs, n, err)
 }
 
 // ReleaseLease ends the lease now, keeping the work's state.
 func (d *Dialect) ReleaseLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.FenceArgs) error {
 	s := d.stmts.For(t).lease
-	n, err := exec(ctx, q, s.release, clock(a.Now), a.Scope, a.Key, a.Token)
+	n, err := exec(ctx, q, s.release, append([]any{clock(a.Now)}, fence(a)...)...)
 	return d.fenced(ctx, q, s, a, n, err)
 }
+
+// fence is the arguments of the fenced WHERE clause.
+func fence(a dialect.FenceArgs) []any { return []any{a.Scope, a.Key, a.Token, a.Fingerprint} }
 
 // ExpiredLeases lists pending records whose lease ended within their
 // retention.
@@ -112,7 +155,7 @@ func (d *Dialect) fenced(ctx context.Context, q dialect.Queryer, s leaseStatemen
 	if err != nil || n == 1 {
 		return err
 	}
-	rows, err := query(ctx, q, s.fence, a.Scope, a.Key, a.Token)
+	rows, err := query(ctx, q, s.held, fence(a)...)
 	if err != nil {
 		return err
 	}
@@ -124,6 +167,28 @@ func (d *Dialect) fenced(ctx context.Context, q dialect.Queryer, s leaseStatemen
 		return dialect.ErrLeaseLost
 	}
 	return nil
+}
+
+// until reads the lease's end after an extension, which also tells
+// whether the holder's record is there (go-sql-driver's row count cannot:
+// see fenced).
+func (d *Dialect) until(ctx context.Context, q dialect.Queryer, s leaseStatements, a dialect.FenceArgs) (time.Time, error) {
+	rows, err := query(ctx, q, s.until, fence(a)...)
+	if err != nil {
+		return time.Time{}, err
+	}
+	var us *int64
+	held := rows.Next()
+	if held {
+		err = rows.Scan(&us)
+	}
+	if err := errors.Join(err, dialect.CloseRows(rows)); err != nil {
+		return time.Time{}, err
+	}
+	if !held || us == nil {
+		return time.Time{}, dialect.ErrLeaseLost
+	}
+	return time.UnixMicro(*us).UTC(), nil
 }
 
 // waitBounded runs fn with InnoDB's lock wait bounded by wait, the way

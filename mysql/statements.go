@@ -48,6 +48,9 @@ type statements struct {
 	purgeSelect string
 	// purgeDeletes caches purgeDelete by size.
 	purgeDeletes sync.Map
+	// readFloor reads the token floor, raiseFloor raises it to ? (the
+	// largest token a delete removed; the argument twice).
+	readFloor, raiseFloor string
 }
 
 // purgeDelete returns the DELETE of n keys of a purge batch, made once per
@@ -112,6 +115,7 @@ func (d *Dialect) bounded(t dialect.Table, s *statements, seconds int64) *claimS
 func newStatements(t dialect.Table) *statements {
 	n := "`" + t.Name() + "`"
 	versions := "`" + t.Index("schema") + "`"
+	fence := "`" + t.Index("fence") + "`"
 	// Arguments: now, scope, key.
 	read := `SELECT ` + columns + `
 FROM ` + n + ` WHERE scope = ? AND idem_key = ?`
@@ -158,8 +162,13 @@ WHERE scope = ? AND idem_key = ? AND fingerprint = ? AND status IS NULL`,
 		causalRead: causalPrefix + read,
 
 		// Arguments: now, limit.
-		purgeSelect: `SELECT scope, idem_key FROM ` + n + ` WHERE ` + expiredAt + `
+		purgeSelect: `SELECT scope, idem_key, token FROM ` + n + ` WHERE ` + expiredAt + `
 ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED`,
+
+		// A plain read: a consistent read of the latest committed floor,
+		// taking no lock.
+		readFloor:  `SELECT COALESCE(MAX(max_deleted_token), 0) FROM ` + fence + ` WHERE id = 1`,
+		raiseFloor: `UPDATE ` + fence + ` SET max_deleted_token = ? WHERE id = 1 AND max_deleted_token < ?`,
 
 		lease: newLeaseStatements(n),
 	}
@@ -168,9 +177,9 @@ ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED`,
 // leaseStatements are lease mode's statements. Their arguments are built
 // by the functions of lease.go, which name each placeholder.
 type leaseStatements struct {
-	insert, takeExpired, resume     string
-	extend, step, complete, release string
-	fence, expired                  string
+	insert, stampToken, takeExpired, resume string
+	extend, step, complete, release         string
+	held, until, expired                    string
 }
 
 // newLeaseStatements writes lease mode's statements for the quoted table
@@ -178,16 +187,21 @@ type leaseStatements struct {
 // Single-table UPDATEs assign left to right; no assignment here reads a
 // column an earlier one set.
 func newLeaseStatements(n string) leaseStatements {
-	const fenced = `WHERE scope = ? AND idem_key = ? AND token = ? AND status IS NULL`
+	const fenced = `WHERE scope = ? AND idem_key = ? AND token = ? AND fingerprint = ? AND status IS NULL AND lease_until IS NOT NULL`
 	const plus = ` + INTERVAL ? MICROSECOND`
 	return leaseStatements{
+		// The token is stamped by stampToken once the row is this
+		// transaction's (see Leaser).
 		insert: `INSERT INTO ` + n + ` (scope, idem_key, fingerprint, created_at, expires_at, token, lease_until)
-SELECT ?, ?, ?, c.n, GREATEST(c.n` + plus + `, c.n` + plus + `), 1, c.n` + plus + `
+SELECT ?, ?, ?, c.n, GREATEST(c.n` + plus + `, c.n` + plus + `), 0, c.n` + plus + `
 FROM (SELECT ` + now + ` AS n) AS c`,
+
+		// Arguments: the floor, scope, key.
+		stampToken: `UPDATE ` + n + ` SET token = GREATEST(token, ?) + 1 WHERE scope = ? AND idem_key = ?`,
 
 		takeExpired: `UPDATE ` + n + ` SET fingerprint = ?, status = NULL, header = NULL, body = NULL, created_at = ` + now + `,
 	expires_at = GREATEST(` + now + plus + `, ` + now + plus + `),
-	token = token + 1, lease_until = ` + now + plus + `, step = NULL, step_data = NULL
+	lease_until = ` + now + plus + `, step = NULL, step_data = NULL
 WHERE scope = ? AND idem_key = ? AND expires_at <= ` + now,
 
 		resume: `UPDATE ` + n + ` SET token = token + 1, lease_until = ` + now + plus + `,
@@ -202,12 +216,16 @@ WHERE scope = ? AND idem_key = ? AND status IS NULL AND fingerprint = ?
 
 		complete: `UPDATE ` + n + ` SET status = ?, header = ?, body = ?, expires_at = ` + now + plus + `, lease_until = NULL ` + fenced,
 
-		release: `UPDATE ` + n + ` SET lease_until = ` + now + ` ` + fenced + ` AND lease_until IS NOT NULL`,
+		release: `UPDATE ` + n + ` SET lease_until = ` + now + ` ` + fenced,
 
 		// Whether the holder's record is there: after an UPDATE that
 		// changed nothing, which go-sql-driver reports as 0 rows unless
 		// the DSN sets clientFoundRows.
-		fence: `SELECT 1 FROM ` + n + ` ` + fenced,
+		held: `SELECT 1 FROM ` + n + ` ` + fenced,
+
+		// The holder's lease end after an extension (the row is locked by
+		// the UPDATE before it, so this reads that UPDATE's value).
+		until: `SELECT ` + micros("lease_until") + ` FROM ` + n + ` ` + fenced,
 
 		expired: `SELECT ` + columns + ` FROM ` + n + `
 WHERE lease_until <= ` + now + ` AND status IS NULL AND expires_at > ` + now + `

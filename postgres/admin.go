@@ -140,20 +140,20 @@ func infos(ctx context.Context, q dialect.Queryer, b sq.SelectBuilder) ([]dialec
 	return out, dialect.CloseRows(rows)
 }
 
-// Delete deletes one record; unless forced, not a live pending one. A
-// record whose claim is still open is invisible to the DELETE (not yet
-// committed) or waits for it (a takeover or completion in progress),
-// bounded by ctx.
+// Delete deletes one record; unless forced, not a live pending one, and
+// raises the token floor to its token. A record whose claim is still open
+// is invisible to the DELETE (not yet committed) or waits for it (a
+// takeover or completion in progress), bounded by ctx.
 func (d *Dialect) Delete(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.DeleteArgs) (int64, error) {
 	b := adminSQL.Delete(quoted(t)).Where(sq.Eq{"scope": a.Scope, "idem_key": a.Key})
 	if !a.Force {
 		b = b.Where(sq.Or{sq.NotEq{"status": nil}, sq.Expr("expires_at <= "+nowParam, clock(a.Now))})
 	}
-	query, args, err := b.ToSql()
+	query, args, err := b.Suffix("RETURNING token").ToSql()
 	if err != nil {
 		return 0, fmt.Errorf("postgres: build delete: %w", err)
 	}
-	return q.Exec(ctx, query, args...)
+	return countRows(ctx, q, raisingFloor(query, d.stmts.For(t).fence), args...)
 }
 
 // Count counts records by state and expiry.

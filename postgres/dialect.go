@@ -186,9 +186,22 @@ func scanColumns(r dialect.Rows) (rec dialect.Record, expired, found bool, err e
 }
 
 // Purge deletes up to a.Limit expired rows that no other transaction holds
-// (FOR UPDATE SKIP LOCKED), in the core's READ COMMITTED transaction.
+// (FOR UPDATE SKIP LOCKED), in the core's READ COMMITTED transaction, and
+// raises the token floor to the largest token among them.
 func (d *Dialect) Purge(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.PurgeArgs) (int64, error) {
-	return q.Exec(ctx, d.stmts.For(t).purge, clock(a.Now), a.Limit)
+	return countRows(ctx, q, d.stmts.For(t).purge, clock(a.Now), a.Limit)
+}
+
+// countRows runs a statement returning one count.
+func countRows(ctx context.Context, q dialect.Queryer, stmt string, args ...any) (int64, error) {
+	var n int64
+	err := dialect.Run(ctx, q, dialect.Statement{SQL: stmt, Args: args, Rows: func(r dialect.Rows) error {
+		if !r.Next() {
+			return r.Err()
+		}
+		return r.Scan(&n)
+	}})
+	return n, err
 }
 
 func clock(now time.Time) any {

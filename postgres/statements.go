@@ -22,14 +22,34 @@ type statements struct {
 	schema                                     dialect.Schema
 	claim, takeover, complete, completeGuarded string
 	read, peek, purge                          string
-	lease                                      leaseStatements
+	// fence is the quoted name of the table's token floor.
+	fence string
+	lease leaseStatements
 }
 
 // leaseStatements are lease mode's statements.
 type leaseStatements struct {
-	insert, takeExpired, resume     string
-	extend, step, complete, release string
-	expired                         string
+	insert, stampToken, takeExpired, resume string
+	extend, step, complete, release         string
+	expired                                 string
+}
+
+// raisingFloor wraps a DELETE ... RETURNING token so that the statement
+// also raises the token floor to the largest token it deleted, and returns
+// how many rows it deleted. The UPDATE matches no row (and locks none)
+// when nothing deleted held a token above the floor.
+func raisingFloor(del, fence string) string {
+	return `WITH gone AS (` + del + `),
+raised AS (
+	UPDATE ` + fence + ` SET max_deleted_token = (SELECT max(token) FROM gone)
+	WHERE id = 1 AND max_deleted_token < (SELECT max(token) FROM gone)
+)
+SELECT count(*) FROM gone`
+}
+
+// floorOf is the token floor of the quoted fence table.
+func floorOf(fence string) string {
+	return `COALESCE((SELECT max_deleted_token FROM ` + fence + ` WHERE id = 1), 0)`
 }
 
 // micros renders a parameter holding microseconds as an interval; a days
@@ -57,6 +77,7 @@ func columns(alias, now string) string {
 func newStatements(t dialect.Table) *statements {
 	n := `"` + t.Name() + `"`
 	versions := `"` + t.Index("schema") + `"`
+	fence := `"` + t.Index("fence") + `"`
 	const now = `COALESCE($4::timestamptz, statement_timestamp())`
 	const readNow = `COALESCE($3::timestamptz, statement_timestamp())`
 	read := `SELECT ` + columns("", readNow) + ` FROM ` + n + ` WHERE scope = $1 AND idem_key = $2`
@@ -119,32 +140,47 @@ SELECT 1 / count(*) FROM completed`,
 FROM (SELECT set_config('lock_timeout', current_setting('idem.saved_lock_timeout'), true) OFFSET 0) restored
 LEFT JOIN ` + n + ` r ON r.scope = $1 AND r.idem_key = $2`,
 
-		purge: `DELETE FROM ` + n + ` WHERE ctid = ANY (ARRAY(
-	SELECT ctid FROM ` + n + ` WHERE expires_at <= COALESCE($1::timestamptz, statement_timestamp())
+		purge: raisingFloor(`DELETE FROM `+n+` WHERE ctid = ANY (ARRAY(
+	SELECT ctid FROM `+n+` WHERE expires_at <= COALESCE($1::timestamptz, statement_timestamp())
 	LIMIT $2 FOR UPDATE SKIP LOCKED))
-AND expires_at <= COALESCE($1::timestamptz, statement_timestamp())`,
+AND expires_at <= COALESCE($1::timestamptz, statement_timestamp())
+RETURNING token`, fence),
 
-		lease: newLeaseStatements(n),
+		fence: fence,
+		lease: newLeaseStatements(n, fence),
 	}
 }
 
 // newLeaseStatements writes lease mode's statements for the quoted table
-// n. Every write that sets lease_until keeps expires_at >= lease_until.
-func newLeaseStatements(n string) leaseStatements {
+// n and its token floor fence. Every write that sets lease_until keeps
+// expires_at >= lease_until.
+func newLeaseStatements(n, fence string) leaseStatements {
 	// $1 scope, $2 key, $3 fingerprint, $4 now, $5 retention (µs),
 	// $6 lease (µs); resume has no retention: $5 is the lease there.
 	now := clockOf("$4")
-	// $1 scope, $2 key, $3 token, $4 now, then each statement's own.
-	const fenced = `WHERE scope = $1 AND idem_key = $2 AND token = $3 AND status IS NULL`
+	// $1 scope, $2 key, $3 token, $4 fingerprint, $5 now, then each
+	// statement's own.
+	fenceNow := clockOf("$5")
+	const fenced = `WHERE scope = $1 AND idem_key = $2 AND token = $3 AND fingerprint = $4 AND status IS NULL AND lease_until IS NOT NULL`
 	return leaseStatements{
+		// The token is stamped by stampToken once the row is this
+		// transaction's: the INSERT's own snapshot may predate the commit
+		// of a delete it waited for, and with it a raised floor.
 		insert: `INSERT INTO ` + n + ` (scope, idem_key, fingerprint, created_at, expires_at, token, lease_until)
-VALUES ($1, $2, $3, ` + now + `, GREATEST(` + now + ` + ` + micros("$5") + `, ` + now + ` + ` + micros("$6") + `), 1, ` + now + ` + ` + micros("$6") + `)
+VALUES ($1, $2, $3, ` + now + `, GREATEST(` + now + ` + ` + micros("$5") + `, ` + now + ` + ` + micros("$6") + `), 0, ` + now + ` + ` + micros("$6") + `)
 ON CONFLICT (scope, idem_key) DO NOTHING
 RETURNING true`,
 
+		// $1 scope, $2 key: the record this transaction just inserted.
+		stampToken: `UPDATE ` + n + ` SET token = GREATEST(token, ` + floorOf(fence) + `) + 1
+WHERE scope = $1 AND idem_key = $2`,
+
+		// The row is visible to this statement's snapshot, so it was
+		// inserted after every delete of the key's earlier records had
+		// committed, and the snapshot sees the floor they raised.
 		takeExpired: `UPDATE ` + n + ` SET fingerprint = $3, status = NULL, header = NULL, body = NULL,
 	created_at = ` + now + `, expires_at = GREATEST(` + now + ` + ` + micros("$5") + `, ` + now + ` + ` + micros("$6") + `),
-	token = token + 1, lease_until = ` + now + ` + ` + micros("$6") + `, step = NULL, step_data = NULL
+	token = GREATEST(token, ` + floorOf(fence) + `) + 1, lease_until = ` + now + ` + ` + micros("$6") + `, step = NULL, step_data = NULL
 WHERE scope = $1 AND idem_key = $2 AND expires_at <= ` + now,
 
 		resume: `UPDATE ` + n + ` SET token = token + 1, lease_until = ` + now + ` + ` + micros("$5") + `,
@@ -152,19 +188,21 @@ WHERE scope = $1 AND idem_key = $2 AND expires_at <= ` + now,
 WHERE scope = $1 AND idem_key = $2 AND status IS NULL AND fingerprint = $3
 	AND lease_until <= ` + now + ` AND expires_at > ` + now,
 
-		// $5 lease (µs).
-		extend: `UPDATE ` + n + ` SET lease_until = ` + now + ` + ` + micros("$5") + `,
-	expires_at = GREATEST(expires_at, ` + now + ` + ` + micros("$5") + `) ` + fenced,
+		// $6 lease (µs). Returns the lease's new end.
+		extend: `UPDATE ` + n + ` SET lease_until = ` + fenceNow + ` + ` + micros("$6") + `,
+	expires_at = GREATEST(expires_at, ` + fenceNow + ` + ` + micros("$6") + `) ` + fenced + `
+RETURNING lease_until`,
 
-		// $5 lease (µs), $6 step, $7 its data.
-		step: `UPDATE ` + n + ` SET lease_until = ` + now + ` + ` + micros("$5") + `,
-	expires_at = GREATEST(expires_at, ` + now + ` + ` + micros("$5") + `), step = $6, step_data = $7 ` + fenced,
+		// $6 lease (µs), $7 step, $8 its data. Returns the lease's new end.
+		step: `UPDATE ` + n + ` SET lease_until = ` + fenceNow + ` + ` + micros("$6") + `,
+	expires_at = GREATEST(expires_at, ` + fenceNow + ` + ` + micros("$6") + `), step = $7, step_data = $8 ` + fenced + `
+RETURNING lease_until`,
 
-		// $5 status, $6 header, $7 body, $8 retention (µs).
-		complete: `UPDATE ` + n + ` SET status = $5, header = $6, body = $7,
-	expires_at = ` + now + ` + ` + micros("$8") + `, lease_until = NULL ` + fenced,
+		// $6 status, $7 header, $8 body, $9 retention (µs).
+		complete: `UPDATE ` + n + ` SET status = $6, header = $7, body = $8,
+	expires_at = ` + fenceNow + ` + ` + micros("$9") + `, lease_until = NULL ` + fenced,
 
-		release: `UPDATE ` + n + ` SET lease_until = ` + now + ` ` + fenced + ` AND lease_until IS NOT NULL`,
+		release: `UPDATE ` + n + ` SET lease_until = ` + fenceNow + ` ` + fenced,
 
 		// $1 now, $2 limit.
 		expired: `SELECT ` + columns("", clockOf("$1")) + ` FROM ` + n + `

@@ -137,17 +137,22 @@ func (d *Dialect) infos(ctx context.Context, q dialect.Queryer, b sq.SelectBuild
 	return out, dialect.CloseRows(rows)
 }
 
-// Delete deletes one record; unless forced, not a live pending one.
+// Delete deletes one record; unless forced, not a live pending one. It
+// raises the token floor to the record's token.
 func (d *Dialect) Delete(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.DeleteArgs) (int64, error) {
 	b := adminSQL.Delete(`"` + t.Name() + `"`).Where(sq.Eq{"scope": a.Scope, "idem_key": a.Key})
 	if !a.Force {
 		b = b.Where(sq.Or{sq.NotEq{"status": nil}, sq.Expr("expires_at <= "+nowParam, clock(a.Now))})
 	}
-	query, args, err := b.ToSql()
+	query, args, err := b.Suffix("RETURNING token").ToSql()
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: build delete: %w", err)
 	}
-	return q.Exec(ctx, query, args...)
+	rows, err := q.Query(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return d.raiseFloor(ctx, q, t, rows)
 }
 
 // Count counts records by state and expiry.

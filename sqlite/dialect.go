@@ -121,11 +121,16 @@ func scanRecord(rows dialect.Rows) (dialect.Record, error) {
 	return rec, nil
 }
 
-// Purge deletes up to a.Limit expired records. SQLite has no row locks to
-// skip: the core's transaction took the write lock at BEGIN like any
-// writer, and keeps it only for this one bounded DELETE.
+// Purge deletes up to a.Limit expired records and raises the token floor
+// to the largest token among them. SQLite has no row locks to skip: the
+// core's transaction took the write lock at BEGIN like any writer, and
+// keeps it only for this one bounded DELETE.
 func (d *Dialect) Purge(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.PurgeArgs) (int64, error) {
-	return dialect.ExecPrepared(ctx, q, d.stmts.For(t).purge, clock(a.Now), a.Limit)
+	rows, err := dialect.QueryPrepared(ctx, q, d.stmts.For(t).purge, clock(a.Now), a.Limit)
+	if err != nil {
+		return 0, err
+	}
+	return d.raiseFloor(ctx, q, t, rows)
 }
 
 // clock returns the store's time in Unix microseconds, or nil so the

@@ -14,7 +14,10 @@ var migrations embed.FS
 type statements struct {
 	schema                         dialect.Schema
 	claim, complete, lookup, purge string
-	lease                          leaseStatements
+	// raiseFloor raises the token floor to ?1 (the largest token a
+	// delete removed).
+	raiseFloor string
+	lease      leaseStatements
 }
 
 // leaseStatements are lease mode's statements.
@@ -41,6 +44,7 @@ func now(param string) string { return fmt.Sprintf("COALESCE(%s, %s)", param, db
 func newStatements(t dialect.Table) *statements {
 	n := `"` + t.Name() + `"`
 	versions := `"` + t.Index("schema") + `"`
+	fence := `"` + t.Index("fence") + `"`
 	return &statements{
 		schema: dialect.Schema{
 			Migrations: dialect.MustLoadMigrations(migrations, "migrations", t),
@@ -75,30 +79,40 @@ WHERE scope = ?4 AND idem_key = ?5 AND fingerprint = ?6 AND status IS NULL`,
 		lookup: `SELECT ` + columns(now("?3")) + `
 FROM ` + n + ` WHERE scope = ?1 AND idem_key = ?2 AND expires_at > ` + now("?3"),
 
+		// Returns each deleted record's token, for the token floor.
 		purge: `DELETE FROM ` + n + ` WHERE (scope, idem_key) IN (
-	SELECT scope, idem_key FROM ` + n + ` WHERE expires_at <= ` + now("?1") + ` LIMIT ?2)`,
+	SELECT scope, idem_key FROM ` + n + ` WHERE expires_at <= ` + now("?1") + ` LIMIT ?2)
+RETURNING token`,
 
-		lease: newLeaseStatements(n),
+		raiseFloor: `UPDATE ` + fence + ` SET max_deleted_token = ?1 WHERE id = 1 AND max_deleted_token < ?1`,
+
+		lease: newLeaseStatements(n, fence),
 	}
 }
 
 // newLeaseStatements writes lease mode's statements for the quoted table
-// n. Every write that sets lease_until keeps expires_at >= lease_until.
-func newLeaseStatements(n string) leaseStatements {
+// n and its token floor fence. Every write that sets lease_until keeps
+// expires_at >= lease_until. The write lock taken at BEGIN IMMEDIATE means
+// no delete can commit between a statement's read of the floor and its
+// write, so the floor is read inline.
+func newLeaseStatements(n, fence string) leaseStatements {
 	// ?1 scope, ?2 key, ?3 fingerprint, ?4 now, ?5 retention (µs),
 	// ?6 lease (µs).
 	claimNow := now("?4")
-	// ?1 scope, ?2 key, ?3 token, ?4 now, then each statement's own.
-	fenced := `WHERE scope = ?1 AND idem_key = ?2 AND token = ?3 AND status IS NULL`
+	floor := `COALESCE((SELECT max_deleted_token FROM ` + fence + ` WHERE id = 1), 0)`
+	// ?1 scope, ?2 key, ?3 token, ?4 fingerprint, ?5 now, then each
+	// statement's own.
+	fenceNow := now("?5")
+	fenced := `WHERE scope = ?1 AND idem_key = ?2 AND token = ?3 AND fingerprint = ?4 AND status IS NULL`
 	return leaseStatements{
 		insert: `INSERT INTO ` + n + ` (scope, idem_key, fingerprint, status, header, body, created_at, expires_at, token, lease_until)
-VALUES (?1, ?2, ?3, NULL, NULL, NULL, ` + claimNow + `, MAX(` + claimNow + ` + ?5, ` + claimNow + ` + ?6), 1, ` + claimNow + ` + ?6)
+VALUES (?1, ?2, ?3, NULL, NULL, NULL, ` + claimNow + `, MAX(` + claimNow + ` + ?5, ` + claimNow + ` + ?6), ` + floor + ` + 1, ` + claimNow + ` + ?6)
 ON CONFLICT (scope, idem_key) DO NOTHING
 RETURNING token`,
 
 		takeExpired: `UPDATE ` + n + ` SET fingerprint = ?3, status = NULL, header = NULL, body = NULL,
 	created_at = ` + claimNow + `, expires_at = MAX(` + claimNow + ` + ?5, ` + claimNow + ` + ?6),
-	token = token + 1, lease_until = ` + claimNow + ` + ?6, step = NULL, step_data = NULL
+	token = MAX(token, ` + floor + `) + 1, lease_until = ` + claimNow + ` + ?6, step = NULL, step_data = NULL
 WHERE scope = ?1 AND idem_key = ?2 AND expires_at <= ` + claimNow,
 
 		resume: `UPDATE ` + n + ` SET token = token + 1, lease_until = ` + claimNow + ` + ?6,
@@ -106,17 +120,19 @@ WHERE scope = ?1 AND idem_key = ?2 AND expires_at <= ` + claimNow,
 WHERE scope = ?1 AND idem_key = ?2 AND status IS NULL AND fingerprint = ?3
 	AND lease_until IS NOT NULL AND lease_until <= ` + claimNow + ` AND expires_at > ` + claimNow,
 
-		// ?5 lease (µs).
-		extend: `UPDATE ` + n + ` SET lease_until = ` + now("?4") + ` + ?5, expires_at = MAX(expires_at, ` + now("?4") + ` + ?5) ` + fenced,
+		// ?6 lease (µs). Returns the lease's new end.
+		extend: `UPDATE ` + n + ` SET lease_until = ` + fenceNow + ` + ?6, expires_at = MAX(expires_at, ` + fenceNow + ` + ?6) ` + fenced + `
+RETURNING lease_until`,
 
-		// ?5 lease (µs), ?6 step, ?7 its data.
-		step: `UPDATE ` + n + ` SET lease_until = ` + now("?4") + ` + ?5, expires_at = MAX(expires_at, ` + now("?4") + ` + ?5),
-	step = ?6, step_data = ?7 ` + fenced,
+		// ?6 lease (µs), ?7 step, ?8 its data. Returns the lease's new end.
+		step: `UPDATE ` + n + ` SET lease_until = ` + fenceNow + ` + ?6, expires_at = MAX(expires_at, ` + fenceNow + ` + ?6),
+	step = ?7, step_data = ?8 ` + fenced + `
+RETURNING lease_until`,
 
-		// ?5 status, ?6 header, ?7 body, ?8 retention (µs).
-		complete: `UPDATE ` + n + ` SET status = ?5, header = ?6, body = ?7, expires_at = ` + now("?4") + ` + ?8, lease_until = NULL ` + fenced,
+		// ?6 status, ?7 header, ?8 body, ?9 retention (µs).
+		complete: `UPDATE ` + n + ` SET status = ?6, header = ?7, body = ?8, expires_at = ` + fenceNow + ` + ?9, lease_until = NULL ` + fenced,
 
-		release: `UPDATE ` + n + ` SET lease_until = ` + now("?4") + ` ` + fenced + ` AND lease_until IS NOT NULL`,
+		release: `UPDATE ` + n + ` SET lease_until = ` + fenceNow + ` ` + fenced + ` AND lease_until IS NOT NULL`,
 
 		// ?1 now, ?2 limit.
 		expired: `SELECT ` + columns(now("?1")) + ` FROM ` + n + `

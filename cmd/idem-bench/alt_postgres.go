@@ -373,12 +373,20 @@ func (d *pgLock) InsertLease(ctx context.Context, q dialect.Queryer, t dialect.T
 	return d.Dialect.InsertLease(ctx, q, t, a)
 }
 
-// TakeLease takes the key's lock first, like InsertLease.
-func (d *pgLock) TakeLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LeaseArgs) (bool, bool, error) {
+// TakeExpired takes the key's lock first, like InsertLease.
+func (d *pgLock) TakeExpired(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LeaseArgs) (bool, error) {
 	if err := d.lockKey(ctx, q, t, a); err != nil {
-		return false, false, err
+		return false, err
 	}
-	return d.Dialect.TakeLease(ctx, q, t, a)
+	return d.Dialect.TakeExpired(ctx, q, t, a)
+}
+
+// ResumeLease takes the key's lock first, like InsertLease.
+func (d *pgLock) ResumeLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LeaseArgs) (bool, error) {
+	if err := d.lockKey(ctx, q, t, a); err != nil {
+		return false, err
+	}
+	return d.Dialect.ResumeLease(ctx, q, t, a)
 }
 
 func (d *pgLock) lockKey(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LeaseArgs) error {

@@ -84,7 +84,7 @@ func newMySQLTarget(dsn, params, prefix string, conns int, via *delayProxy) (*ta
 	keys, orders := tableNames(prefix)
 	exec := sqlExec(db)
 	t := &target{name: name, family: "mysql", wire: w, onWire: true, keys: keys, orders: orders, schemes: map[string]scheme{}, db: db,
-		close:  func() { dropTables(exec, keys, orders, keys+"_schema"); db.Close() },
+		close:  func() { dropTables(exec, keys, orders, keys+"_schema", keys+"_fence"); db.Close() },
 		drop:   dropper(exec),
 		ping:   func(ctx context.Context) error { return exec(ctx, "SELECT 1") },
 		server: fmt.Sprintf("%s %s, innodb_flush_log_at_trx_commit=%s, log_bin=%s, innodb_buffer_pool_size=%dM", name, version, flush, logBin, bufferPool>>20)}

@@ -108,7 +108,7 @@ func newPgxTarget(dsn, prefix string, conns int, via *delayProxy) (*target, erro
 	t := &target{name: "postgres/pgx", family: "postgres", wire: w, onWire: true, keys: keys, orders: orders,
 		server: postgresServerInfo(ctx, pool), schemes: map[string]scheme{}}
 	exec := func(ctx context.Context, s string) error { _, err := pool.Exec(ctx, s); return err }
-	t.close = func() { dropTables(exec, keys, orders, keys+"_schema"); pool.Close() }
+	t.close = func() { dropTables(exec, keys, orders, keys+"_schema", keys+"_fence"); pool.Close() }
 	t.drop = dropper(exec)
 	t.ping = func(ctx context.Context) error { return exec(ctx, "SELECT 1") }
 	if err := postgresSchema(ctx, exec, keys, orders); err != nil {
@@ -211,7 +211,7 @@ func newPgSQLTarget(dsn, prefix string, conns int, via *delayProxy, lazy bool) (
 	keys, orders := tableNames(prefix)
 	t := &target{name: name, family: "postgres", wire: w, onWire: true, keys: keys, orders: orders, schemes: map[string]scheme{}, db: db}
 	exec := sqlExec(db)
-	t.close = func() { dropTables(exec, keys, orders, keys+"_schema"); db.Close() }
+	t.close = func() { dropTables(exec, keys, orders, keys+"_schema", keys+"_fence"); db.Close() }
 	t.drop = dropper(exec)
 	t.ping = func(ctx context.Context) error { return exec(ctx, "SELECT 1") }
 	if err := postgresSchema(ctx, exec, keys, orders); err != nil {

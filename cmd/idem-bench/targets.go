@@ -189,7 +189,7 @@ func dropTables(exec func(ctx context.Context, s string) error, tables ...string
 func dropper(exec func(ctx context.Context, s string) error) func(ctx context.Context, tables ...string) error {
 	return func(ctx context.Context, tables ...string) error {
 		for _, t := range tables {
-			for _, name := range []string{t, t + "_schema"} {
+			for _, name := range []string{t, t + "_schema", t + "_fence"} {
 				if err := exec(ctx, "DROP TABLE IF EXISTS "+name); err != nil {
 					return err
 				}

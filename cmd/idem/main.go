@@ -127,7 +127,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, isTermina
 				fs.Usage()
 				return exitOK
 			}
-			fmt.Fprintf(stderr, "idem: no command %q\n", args[1])
+			fmt.Fprintf(stderr, "idem: no command %q\n", redactDSN(args[1]))
 			return exitUsage
 		}
 		mainUsage(stdout)
@@ -135,7 +135,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, isTermina
 	}
 	c, ok := find(name)
 	if !ok {
-		fmt.Fprintf(stderr, "idem: no command %q\n\n", name)
+		fmt.Fprintf(stderr, "idem: no command %q\n\n", redactDSN(name))
 		mainUsage(stderr)
 		return exitUsage
 	}
@@ -148,7 +148,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, isTermina
 		return exitUsage
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "idem %s: unexpected argument %q\n", c.name, fs.Arg(0))
+		fmt.Fprintf(stderr, "idem %s: unexpected argument %q\n", c.name, redactDSN(fs.Arg(0)))
 		return exitUsage
 	}
 	if e.check != nil {
@@ -162,6 +162,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, isTermina
 		defer cancel()
 	}
 	if c.needsDB {
+		if db.dsn == "" {
+			// Read after parsing, not as the flag's default: a default
+			// is printed by --help and every usage error.
+			db.dsn = os.Getenv("IDEM_DSN")
+		}
 		cfg := idem.Config{Table: db.table}
 		if e.configure != nil {
 			e.configure(&cfg)
@@ -235,7 +240,7 @@ func newFlagSet(c command, out io.Writer, e *env) (*flag.FlagSet, *dbFlags, func
 	fs.BoolVar(&e.json, "json", false, "print the result as JSON on stdout, for scripts")
 	db := &dbFlags{}
 	if c.needsDB {
-		fs.StringVar(&db.dsn, "dsn", os.Getenv("IDEM_DSN"), "the database: a SQLite file path (or sqlite:PATH), postgres://user:password@host:port/db?sslmode=..., or\nmysql://user:password@host:port/db?param=value (go-sql-driver/mysql parameters); default $IDEM_DSN")
+		fs.StringVar(&db.dsn, "dsn", "", "the database: a SQLite file path (or sqlite:PATH), postgres://user:password@host:port/db?sslmode=..., or\nmysql://user:password@host:port/db?param=value (go-sql-driver/mysql parameters); default $IDEM_DSN")
 		fs.StringVar(&db.table, "table", idem.DefaultTable, "the idem table")
 		fs.DurationVar(&db.timeout, "timeout", c.timeout, "give up after this long (0: never)")
 	}

@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
 
 	mysqldriver "github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 
 	"github.com/idemkit/idem"
@@ -41,18 +43,29 @@ func openTarget(ctx context.Context, dsn string, cfg idem.Config) (*target, erro
 		err   error
 		newD  func(*sql.DB) (dialect.Driver[*sql.Tx], error)
 	)
-	scheme, _, hasScheme := strings.Cut(dsn, "://")
+	scheme, isURL := urlScheme(dsn)
 	switch {
-	case scheme == "postgres" || scheme == "postgresql":
-		where = "PostgreSQL at " + redact(dsn)
+	case isURL && (scheme == "postgres" || scheme == "postgresql"):
+		if _, ok := parseURL(dsn); !ok {
+			return nil, malformedURL(scheme)
+		}
+		where = "PostgreSQL at " + redactDSN(dsn)
 		db, err = sql.Open("pgx", dsn)
 		newD = func(db *sql.DB) (dialect.Driver[*sql.Tx], error) { return postgres.NewSQL(ctx, db, postgres.Options{}) }
-	case scheme == "mysql":
-		where = "MySQL at " + redact(dsn)
-		db, err = openMySQL(dsn)
+	case isURL && scheme == "mysql":
+		u, ok := parseURL(dsn)
+		if !ok {
+			return nil, malformedURL(scheme)
+		}
+		where = "MySQL at " + redactDSN(dsn)
+		db, err = openMySQL(u)
 		newD = func(db *sql.DB) (dialect.Driver[*sql.Tx], error) { return mysql.New(ctx, db, mysql.Options{}) }
-	case hasScheme:
+	case isURL:
 		return nil, usageError(fmt.Sprintf("-dsn %s://...: unknown database; use a SQLite path, postgres:// or mysql://", scheme))
+	case !strings.HasPrefix(dsn, "sqlite:") && redactDSN(dsn) != dsn:
+		// A PostgreSQL key=value string or a go-sql-driver DSN: opened
+		// as a SQLite path it would make a file named by the password.
+		return nil, usageError("-dsn holds a password but is not a postgres:// or mysql:// URL; write it as postgres://user:password@host:port/db or mysql://user:password@host:port/db (for a SQLite file of that name, sqlite:PATH)")
 	default:
 		path := strings.TrimPrefix(dsn, "sqlite:")
 		where = "SQLite file " + path
@@ -64,6 +77,9 @@ func openTarget(ctx context.Context, dsn string, cfg idem.Config) (*target, erro
 	}
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
+		if bad := (*pgconn.ParseConfigError)(nil); errors.As(err, &bad) {
+			return nil, usageError("-dsn: " + err.Error()) // pgx shows the URL without its password
+		}
 		return nil, fmt.Errorf("connect to %s: %w", where, err)
 	}
 	d, err := newD(db)
@@ -80,20 +96,19 @@ func openTarget(ctx context.Context, dsn string, cfg idem.Config) (*target, erro
 }
 
 // openMySQL opens a mysql://user:password@host:port/database?params URL.
-func openMySQL(dsn string) (*sql.DB, error) {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return nil, usageError("-dsn: " + err.Error())
-	}
+// The parameters are parsed without the user and password, so that no
+// error of go-sql-driver/mysql can quote them.
+func openMySQL(u *url.URL) (*sql.DB, error) {
 	cfg := mysqldriver.NewConfig()
 	cfg.Net, cfg.Addr, cfg.DBName = "tcp", u.Host, strings.TrimPrefix(u.Path, "/")
-	cfg.User = u.User.Username()
-	cfg.Passwd, _ = u.User.Password()
-	if len(u.Query()) > 0 {
+	if u.RawQuery != "" {
+		var err error
 		if cfg, err = mysqldriver.ParseDSN(cfg.FormatDSN() + "?" + u.RawQuery); err != nil {
 			return nil, usageError("-dsn parameters: " + err.Error())
 		}
 	}
+	cfg.User = u.User.Username()
+	cfg.Passwd, _ = u.User.Password()
 	connector, err := mysqldriver.NewConnector(cfg)
 	if err != nil {
 		return nil, err
@@ -101,11 +116,8 @@ func openMySQL(dsn string) (*sql.DB, error) {
 	return sql.OpenDB(connector), nil
 }
 
-// redact hides the password of a database URL.
-func redact(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
+// malformedURL is the usage error of a database URL that does not parse, or
+// not unambiguously. It shows none of the URL: its password may be anywhere.
+func malformedURL(scheme string) error {
+	return usageError(fmt.Sprintf("-dsn %s://...: malformed URL (not shown: it may hold the password); percent-encode @ : / ? # %% and spaces in the user name, password and parameter values, and give the port as a number", scheme))
 }

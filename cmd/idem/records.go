@@ -76,7 +76,7 @@ follows the pages to the end. Stuck keys, for example, are pending, live and
 old: idem list -state pending -live -min-age 10m`,
 	needsDB: true,
 	timeout: time.Minute,
-	flags: func(fs *flag.FlagSet, _ *env) func(context.Context, *env) error {
+	flags: func(fs *flag.FlagSet, e *env) func(context.Context, *env) error {
 		prefix := fs.String("prefix", "", "only records whose scope starts with this")
 		states := fs.String("state", "", "only records in these states, comma-separated: pending, completed")
 		minAge := fs.Duration("min-age", 0, "only records claimed at least this long ago")
@@ -86,8 +86,9 @@ old: idem list -state pending -live -min-age 10m`,
 		limit := fs.Int("limit", idem.DefaultListLimit, fmt.Sprintf("records per page, at most %d", idem.MaxListLimit))
 		after := fs.String("after", "", "start after this position: the next-page token a previous list printed")
 		all := fs.Bool("all", false, "list every page, not only the first")
-		return func(ctx context.Context, e *env) error {
-			f := idem.ListFilter{ScopePrefix: *prefix, MinAge: *minAge, MaxAge: *maxAge, Limit: *limit}
+		var f idem.ListFilter
+		e.check = func() error { // before the database is opened
+			f = idem.ListFilter{ScopePrefix: *prefix, MinAge: *minAge, MaxAge: *maxAge, Limit: *limit}
 			if *limit < 1 || *limit > idem.MaxListLimit {
 				return usageError(fmt.Sprintf("-limit %d is outside 1..%d", *limit, idem.MaxListLimit))
 			}
@@ -115,6 +116,9 @@ old: idem list -state pending -live -min-age 10m`,
 				}
 				f.After = &c
 			}
+			return nil
+		}
+		return func(ctx context.Context, e *env) error {
 			var (
 				records []idem.RecordInfo
 				next    *idem.Cursor

@@ -22,6 +22,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -87,6 +88,8 @@ func run(ctx context.Context, natsURL, dsn string, cfg streamConfig, publish int
 	report := func(msg jetstream.Msg, d idemqueue.Decision, err error) {
 		attrs := []any{"subject", msg.Subject(), "action", d.Action, "outcome", d.Outcome, "result", string(d.Result)}
 		switch {
+		case errors.Is(err, idemqueue.ErrNotSettled):
+			logger.Error("consumer: JetStream had given the message up before it was settled", append(attrs, "error", err)...)
 		case err != nil:
 			logger.Warn("consumer: settling failed (the message will be redelivered)", append(attrs, "error", err)...)
 		case d.Err != nil:
@@ -95,7 +98,16 @@ func run(ctx context.Context, natsURL, dsn string, cfg streamConfig, publish int
 			logger.Info("consumer: done", attrs...)
 		}
 	}
-	cc, err := cons.Consume(idemnats.Handler(ctx, svc.consumer, svc.createOrder, report))
+	// The binding reports each message in progress while it is worked on
+	// and tells a settle JetStream did not apply (after MaxDeliver).
+	binding, err := idemnats.Bind(ctx, js, cons, idemnats.Options{Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer binding.Close()
+	// At most ten messages wait in the client's buffer, where nobody
+	// reports them in progress and their AckWait runs.
+	cc, err := cons.Consume(idemnats.Handler(ctx, binding, svc.consumer, svc.createOrder, report), jetstream.PullMaxMessages(10))
 	if err != nil {
 		return err
 	}

@@ -51,7 +51,7 @@ var errCrashed = errors.New("consumer crashed before its ack")
 // between the commit and the ack: Handle calls Ack only after the
 // message's work and record committed.
 type faultyDelivery struct {
-	idemnats.Delivery
+	*idemnats.Delivery
 	w *worker
 }
 
@@ -112,7 +112,7 @@ func (d *decisions) note(w *worker, id string, dec idemqueue.Decision, settleErr
 		d.won[id]++
 	case dec.Action == idemqueue.Ack && dec.Outcome == idem.Replay:
 		d.replays[id]++
-	case dec.Action == idemqueue.Retry && errors.Is(dec.Err, idemqueue.ErrInFlight):
+	case dec.Action == idemqueue.Retry && (errors.Is(dec.Err, idemqueue.ErrInFlight) || errors.Is(dec.Err, idemqueue.ErrBusy)):
 	default:
 		d.other = append(d.other, fmt.Sprintf("%s on %s: %v %v (%v)", id, w.name, dec.Action, dec.Outcome, dec.Err))
 	}
@@ -203,11 +203,15 @@ func exactlyOnce(t *testing.T, dsn string) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		binding, err := idemnats.Bind(ctx, wjs, wcons, idemnats.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		w.cc, err = wcons.Consume(func(msg jetstream.Msg) {
 			if w.crashedOn.Load() != nil {
 				return // a dead process handles nothing more
 			}
-			d := faultyDelivery{Delivery: idemnats.Delivery{Msg: msg}, w: w}
+			d := faultyDelivery{Delivery: binding.Delivery(msg), w: w}
 			dec, settleErr := svc.consumer.Handle(ctx, d, svc.createOrder)
 			m, _ := d.Message()
 			rec.note(w, m.ID, dec, settleErr)

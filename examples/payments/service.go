@@ -70,7 +70,9 @@ func newService(ctx context.Context, cfg config, logger *slog.Logger) (s *servic
 			db.SQL.Close()
 		}
 	}()
-	store, err := idem.New(db.Driver, idem.Config{Lease: cfg.lease})
+	// A retry waits for a live lease at most half of it: the store
+	// refuses a Lease shorter than twice WaitBound.
+	store, err := idem.New(db.Driver, idem.Config{Lease: cfg.lease, WaitBound: min(idem.DefaultWaitBound, cfg.lease/2)})
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +117,12 @@ func (s *service) createOrder(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `want a JSON body like {"customer":4711,"amount":1999}`, http.StatusBadRequest)
 		return
 	}
-	o := order{ID: l.DownstreamKey("order"), Customer: in.Customer, Amount: in.Amount}
+	id, err := l.DownstreamKey("order")
+	if err != nil {
+		idemhttp.Fail(w, r, err)
+		return
+	}
+	o := order{ID: id, Customer: in.Customer, Amount: in.Amount}
 	step, data := l.Step()
 	if step == "" {
 		err := l.RecordStep(ctx, "order", []byte(o.ID), func(ctx context.Context, tx *sql.Tx) error {
@@ -131,7 +138,12 @@ func (s *service) createOrder(w http.ResponseWriter, r *http.Request) {
 	if step == "charged" {
 		o.Charge = string(data) // a takeover: the charge was made and recorded
 	} else {
-		charge, err := s.charge(ctx, l.DownstreamKey("charge"), o)
+		key, err := l.DownstreamKey("charge")
+		if err != nil {
+			idemhttp.Fail(w, r, err)
+			return
+		}
+		charge, err := s.charge(ctx, key, o)
 		if err != nil {
 			idemhttp.Fail(w, r, err) // transient: a retry resumes with the same provider key
 			return

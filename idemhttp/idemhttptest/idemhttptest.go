@@ -3,8 +3,9 @@
 // a missing or malformed key, 413 before anything is claimed, 422 for a
 // reused key, 409 with Retry-After while a key is held, byte-exact replays
 // with Idempotent-Replayed, 5xx and panics and oversized responses rolled
-// back, 503 for a commit that failed or whose outcome is unknown, and the
-// retention header on every protected response.
+// back, 500 and nothing stored for a handler that answered nothing, 503 for
+// a commit that failed or whose outcome is unknown, and the retention
+// header on every protected response.
 //
 // It is an ordinary package, so a backend's tests call it with the same
 // Backend they give the conformance suite:
@@ -21,7 +22,8 @@
 // Files: idemhttptest.go the cases and their world, send.go the requests and
 // the checks of answers, replay.go keys, replays and scopes, identity.go
 // what identifies a request, concurrency.go waits and races, failures.go
-// rollbacks and faults.
+// rollbacks and faults, noresponse.go handlers that answer nothing, lease.go
+// lease mode.
 package idemhttptest
 
 import (
@@ -87,6 +89,10 @@ func cases[TTx any]() []conformance.Case[TTx] {
 		{Name: "LeaseFailResumes", Run: testLeaseFailResumes[TTx]},
 		{Name: "LeaseTransientStatusResumes", Run: testLeaseTransient[TTx]},
 		{Name: "LeaseLost503", Run: testLeaseLost[TTx]},
+		{Name: "NoResponse500RollsBack", Run: testNoResponse[TTx]},
+		{Name: "EmptyAnswersAreStored", Run: testEmptyAnswers[TTx]},
+		{Name: "ImplicitOKStoresEmpty200", Run: testImplicitOK[TTx]},
+		{Name: "LeaseNoResponseResumes", Run: testLeaseNoResponse[TTx]},
 	}
 }
 

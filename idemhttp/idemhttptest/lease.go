@@ -38,9 +38,14 @@ func (e *env[TTx]) leaseOrder(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	downstream, err := l.DownstreamKey("charged")
+	if err != nil {
+		idemhttp.Fail(w, r, err)
+		return
+	}
 	w.Header().Set("Content-Type", "text/plain")
 	w.WriteHeader(http.StatusCreated)
-	fmt.Fprintf(w, "%s; answered by run %d; downstream key %s; body %q", data, run, l.DownstreamKey("charged"), body)
+	fmt.Fprintf(w, "%s; answered by run %d; downstream key %s; body %q", data, run, downstream, body)
 }
 
 // testLeaseReplay: under WrapLease a retry replays byte for byte and

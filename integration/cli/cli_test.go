@@ -158,7 +158,7 @@ func TestCommands(t *testing.T) {
 			t.Cleanup(func() {
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
-				for _, name := range []string{table, table + "_schema"} {
+				for _, name := range []string{table, table + "_schema", table + "_fence"} {
 					if _, err := d.Pool().Exec(ctx, "DROP TABLE IF EXISTS "+name); err != nil {
 						t.Errorf("drop %s: %v", name, err)
 					}

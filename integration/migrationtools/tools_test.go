@@ -343,6 +343,7 @@ func TestUpDownUp(t *testing.T) {
 				}
 				dropAtCleanup(t, d, table)
 				dropAtCleanup(t, d, table+"_schema")
+				dropAtCleanup(t, d, table+"_fence")
 				store, err := idem.New[*sql.Tx](d, idem.Config{Table: table})
 				if err != nil {
 					t.Fatal(err)
@@ -359,7 +360,7 @@ func TestUpDownUp(t *testing.T) {
 				}
 
 				tl.down(t, b, d, table)
-				for _, gone := range []string{table, table + "_schema"} {
+				for _, gone := range []string{table, table + "_schema", table + "_fence"} {
 					if _, err := d.db.ExecContext(ctx, "SELECT 1 FROM "+gone); err == nil {
 						t.Errorf("%s still exists after the tool's down", gone)
 					}

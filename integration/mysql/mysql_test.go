@@ -137,7 +137,9 @@ func TestBodyOverMaxAllowedPacket(t *testing.T) {
 	if err := store.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Exec("DROP TABLE IF EXISTS idem_packet_test, idem_packet_test_schema") })
+	t.Cleanup(func() {
+		db.Exec("DROP TABLE IF EXISTS idem_packet_test, idem_packet_test_schema, idem_packet_test_fence")
+	})
 	req := idem.Request{Scope: "s", Key: "big", Fingerprint: idem.FingerprintRequest("POST", "/", nil)}
 	_, err = store.Do(ctx, req, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
 		return idem.Response{Status: 200, Body: make([]byte, maxPacket+1)}, nil
@@ -179,7 +181,9 @@ func TestLoserSeesCommitAfterSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := open(t, "")
-	t.Cleanup(func() { db.Exec("DROP TABLE IF EXISTS idem_snapshot_test, idem_snapshot_test_schema") })
+	t.Cleanup(func() {
+		db.Exec("DROP TABLE IF EXISTS idem_snapshot_test, idem_snapshot_test_schema, idem_snapshot_test_fence")
+	})
 
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
 	if err != nil {

@@ -24,7 +24,9 @@ func TestClaimInReadOnlyTransaction(t *testing.T) {
 	if err := store.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Exec("DROP TABLE IF EXISTS idem_readonly_test, idem_readonly_test_schema") })
+	t.Cleanup(func() {
+		db.Exec("DROP TABLE IF EXISTS idem_readonly_test, idem_readonly_test_schema, idem_readonly_test_fence")
+	})
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,12 +20,24 @@ import (
 
 func TestMain(m *testing.M) { containers.Main(m) }
 
-// setup makes a stream and a durable consumer of their own names on the
+// broker is a stream and a durable consumer of their own names on the
 // shared server, deleted when the test ends.
-func setup(t *testing.T, ackWait time.Duration) (context.Context, jetstream.JetStream, jetstream.Consumer, string) {
+type broker struct {
+	ctx     context.Context
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	cons    jetstream.Consumer
+	stream  string
+	subject string
+	cfg     jetstream.ConsumerConfig
+}
+
+// setup makes a broker whose consumer has cfg (explicit acks, durable
+// "c"), within a time limit of two minutes.
+func setup(t *testing.T, cfg jetstream.ConsumerConfig) *broker {
 	t.Helper()
 	url := containers.NATS(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	nc, err := nats.Connect(url)
 	if err != nil {
@@ -37,17 +50,72 @@ func setup(t *testing.T, ackWait time.Duration) (context.Context, jetstream.JetS
 	}
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
-	name := "T_" + hex.EncodeToString(b)
-	subject := "t." + hex.EncodeToString(b)
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{subject}, Storage: jetstream.MemoryStorage}); err != nil {
+	br := &broker{ctx: ctx, nc: nc, js: js, stream: "T_" + hex.EncodeToString(b), subject: "t." + hex.EncodeToString(b), cfg: cfg}
+	br.cfg.Durable, br.cfg.AckPolicy = "c", jetstream.AckExplicitPolicy
+	br.create(t)
+	t.Cleanup(func() {
+		dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer dcancel()
+		_ = js.DeleteStream(dctx, br.stream)
+	})
+	return br
+}
+
+// create makes the stream and the consumer (again, after a delete).
+func (br *broker) create(t *testing.T) {
+	t.Helper()
+	if _, err := br.js.CreateStream(br.ctx, jetstream.StreamConfig{Name: br.stream, Subjects: []string{br.subject}, Storage: jetstream.MemoryStorage}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })
-	cons, err := js.CreateOrUpdateConsumer(ctx, name, jetstream.ConsumerConfig{Durable: "c", AckPolicy: jetstream.AckExplicitPolicy, AckWait: ackWait})
+	cons, err := br.js.CreateOrUpdateConsumer(br.ctx, br.stream, br.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ctx, js, cons, subject
+	br.cons = cons
+}
+
+func (br *broker) publish(t *testing.T, data string, opts ...jetstream.PublishOpt) *jetstream.PubAck {
+	t.Helper()
+	ack, err := br.js.Publish(br.ctx, br.subject, []byte(data), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ack
+}
+
+func (br *broker) bind(t *testing.T, opts idemnats.Options) *idemnats.Binding {
+	t.Helper()
+	b, err := idemnats.Bind(br.ctx, br.js, br.cons, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+// info is the consumer's state now.
+func (br *broker) info(t *testing.T) *jetstream.ConsumerInfo {
+	t.Helper()
+	info, err := br.cons.Info(br.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
+// drops counts the consumer's max-deliveries advisories from now on.
+func (br *broker) drops(t *testing.T) func() int {
+	t.Helper()
+	ch := make(chan struct{}, 100)
+	sub, err := br.nc.Subscribe("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."+br.stream+".c", func(*nats.Msg) { ch <- struct{}{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := br.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return func() int { return len(ch) }
 }
 
 // next fetches one message within wait; nil when none came.
@@ -66,27 +134,42 @@ func next(t *testing.T, cons jetstream.Consumer, wait time.Duration) jetstream.M
 	return nil
 }
 
-// TestMessageIdentity: the Nats-Msg-Id is the id; without one, the stream
-// sequence; the stream is the queue; the delivery count counts.
+// waitFor polls cond every 20ms until it holds or limit passes.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, limit)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestMessageIdentity: the Nats-Msg-Id is the id (in the id: namespace);
+// without one, the stream sequence with the stream's creation time (in the
+// seq: namespace); the stream is the queue; the delivery count counts.
 func TestMessageIdentity(t *testing.T) {
-	ctx, js, cons, subject := setup(t, 30*time.Second)
-	if _, err := js.Publish(ctx, subject, []byte("a"), jetstream.WithMsgID("order-1")); err != nil {
+	br := setup(t, jetstream.ConsumerConfig{AckWait: 30 * time.Second})
+	b := br.bind(t, idemnats.Options{})
+	br.publish(t, "a", jetstream.WithMsgID("order-1"))
+	br.publish(t, "b")
+	st, err := br.js.Stream(br.ctx, br.stream)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.Publish(ctx, subject, []byte("b")); err != nil {
-		t.Fatal(err)
-	}
-	info, _ := cons.Info(ctx)
-	for _, want := range []string{"order-1", "seq-2"} {
-		msg := next(t, cons, 5*time.Second)
+	created := st.CachedInfo().Created.UTC().Format(time.RFC3339Nano)
+	for _, want := range []string{"id:order-1", "seq:2@" + created} {
+		msg := next(t, br.cons, 5*time.Second)
 		if msg == nil {
 			t.Fatalf("no message for %s", want)
 		}
-		m, err := idemnats.Delivery{Msg: msg}.Message()
-		if err != nil || m.ID != want || m.Queue != info.Stream || m.Delivery != 1 {
-			t.Errorf("Message() = %+v, %v; want id %s in %s, delivery 1", m, err, want, info.Stream)
+		d := b.Delivery(msg)
+		m, err := d.Message()
+		if err != nil || m.ID != want || m.Queue != br.stream || m.Delivery != 1 {
+			t.Errorf("Message() = %+v, %v; want id %s in %s, delivery 1", m, err, want, br.stream)
 		}
-		if err := (idemnats.Delivery{Msg: msg}).Ack(ctx); err != nil {
+		if err := d.Ack(br.ctx); err != nil {
 			t.Errorf("Ack: %v", err)
 		}
 	}
@@ -96,45 +179,55 @@ func TestMessageIdentity(t *testing.T) {
 // Reject and Ack end the deliveries, and no ack means a redelivery after
 // AckWait.
 func TestSettling(t *testing.T) {
-	ctx, js, cons, subject := setup(t, time.Second)
-	if _, err := js.Publish(ctx, subject, []byte("x"), jetstream.WithMsgID("m-1")); err != nil {
-		t.Fatal(err)
-	}
-	d := idemnats.Delivery{Msg: next(t, cons, 5*time.Second)}
+	br := setup(t, jetstream.ConsumerConfig{AckWait: time.Second})
+	b := br.bind(t, idemnats.Options{})
+	br.publish(t, "x", jetstream.WithMsgID("m-1"))
+	d := b.Delivery(next(t, br.cons, 5*time.Second))
 	start := time.Now()
-	if err := d.Retry(ctx, 600*time.Millisecond); err != nil {
+	if err := d.Retry(br.ctx, 600*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	again := next(t, cons, 5*time.Second)
+	again := next(t, br.cons, 5*time.Second)
 	if again == nil {
 		t.Fatal("no redelivery after Retry")
 	}
-	m, _ := idemnats.Delivery{Msg: again}.Message()
-	if gap := time.Since(start); gap < 500*time.Millisecond || m.ID != "m-1" || m.Delivery != 2 {
-		t.Errorf("redelivered %+v after %v, want m-1 as delivery 2 after the 600ms delay", m, gap)
+	m, _ := b.Delivery(again).Message()
+	if gap := time.Since(start); gap < 500*time.Millisecond || m.ID != "id:m-1" || m.Delivery != 2 {
+		t.Errorf("redelivered %+v after %v, want id:m-1 as delivery 2 after the 600ms delay", m, gap)
 	}
 	// Not settled: JetStream redelivers after AckWait (1s).
-	third := next(t, cons, 5*time.Second)
+	third := next(t, br.cons, 5*time.Second)
 	if third == nil {
 		t.Fatal("no redelivery after AckWait")
 	}
-	if m, _ := (idemnats.Delivery{Msg: third}).Message(); m.Delivery != 3 {
+	if m, _ := b.Delivery(third).Message(); m.Delivery != 3 {
 		t.Errorf("delivery %d, want 3", m.Delivery)
 	}
-	if err := (idemnats.Delivery{Msg: third}).Reject(ctx, errors.New("same id, other data")); err != nil {
+	if err := b.Delivery(third).Reject(br.ctx, errors.New("same id, other data")); err != nil {
 		t.Fatal(err)
 	}
-	if msg := next(t, cons, 2*time.Second); msg != nil {
+	if msg := next(t, br.cons, 2*time.Second); msg != nil {
 		t.Errorf("a rejected message was delivered again: %s", msg.Data())
 	}
 
-	if _, err := js.Publish(ctx, subject, []byte("y"), jetstream.WithMsgID("m-2")); err != nil {
+	br.publish(t, "y", jetstream.WithMsgID("m-2"))
+	if err := b.Delivery(next(t, br.cons, 5*time.Second)).Ack(br.ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := (idemnats.Delivery{Msg: next(t, cons, 5*time.Second)}).Ack(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if msg := next(t, cons, 2*time.Second); msg != nil {
+	if msg := next(t, br.cons, 2*time.Second); msg != nil {
 		t.Errorf("an acknowledged message was delivered again: %s", msg.Data())
 	}
+}
+
+// errorsContain reports whether err's text names every part.
+func errorsContain(err error, parts ...string) bool {
+	if err == nil {
+		return false
+	}
+	for _, p := range parts {
+		if !strings.Contains(err.Error(), p) {
+			return false
+		}
+	}
+	return true
 }

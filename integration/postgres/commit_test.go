@@ -173,7 +173,7 @@ func commitUnknown[TTx any](ctx context.Context, t *testing.T, d dialect.Driver[
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		for _, name := range []string{effects, table, table + "_schema"} {
+		for _, name := range []string{effects, table, table + "_schema", table + "_fence"} {
 			if _, err := d.Pool().Exec(context.Background(), "DROP TABLE "+name); err != nil {
 				t.Errorf("drop %s: %v", name, err)
 			}

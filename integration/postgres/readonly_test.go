@@ -32,7 +32,9 @@ func TestClaimInReadOnlyTransaction(t *testing.T) {
 	if err := store.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { pool.Exec(context.Background(), "DROP TABLE idem_readonly_test, idem_readonly_test_schema") })
+	t.Cleanup(func() {
+		pool.Exec(context.Background(), "DROP TABLE idem_readonly_test, idem_readonly_test_schema, idem_readonly_test_fence")
+	})
 
 	tx, err := pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {

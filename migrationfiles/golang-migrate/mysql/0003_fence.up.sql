@@ -1,0 +1,19 @@
+-- idem schema version 3 (fence) of table idempotency_keys on mysql, for golang-migrate.
+-- Generated from the backend's migrations; do not edit. Regenerate with
+--   go run github.com/idemkit/idem/cmd/idem migration-files -format golang-migrate -dialect mysql -table idempotency_keys -dir DIR
+-- Up records version 3 in idempotency_keys_schema, as Store.Migrate does; down removes it.
+
+CREATE TABLE IF NOT EXISTS `idempotency_keys_schema` (
+	version    INT          NOT NULL PRIMARY KEY,
+	name       VARCHAR(255) NOT NULL,
+	applied_at DATETIME(6)  NOT NULL
+) ENGINE=InnoDB;
+
+CREATE TABLE IF NOT EXISTS `idempotency_keys_fence` (
+	id                TINYINT NOT NULL PRIMARY KEY,
+	max_deleted_token BIGINT  NOT NULL
+) ENGINE=InnoDB;
+
+INSERT IGNORE INTO `idempotency_keys_fence` (id, max_deleted_token) VALUES (1, 0);
+
+INSERT INTO `idempotency_keys_schema` (version, name, applied_at) VALUES (3, 'fence', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = version;

@@ -1,0 +1,19 @@
+-- idem schema version 3 (fence) of table idempotency_keys on postgres, for golang-migrate.
+-- Generated from the backend's migrations; do not edit. Regenerate with
+--   go run github.com/idemkit/idem/cmd/idem migration-files -format golang-migrate -dialect postgres -table idempotency_keys -dir DIR
+-- Up records version 3 in idempotency_keys_schema, as Store.Migrate does; down removes it.
+
+CREATE TABLE IF NOT EXISTS "idempotency_keys_schema" (
+	version    integer     PRIMARY KEY,
+	name       text        NOT NULL,
+	applied_at timestamptz NOT NULL DEFAULT statement_timestamp()
+);
+
+CREATE TABLE IF NOT EXISTS "idempotency_keys_fence" (
+	id                smallint PRIMARY KEY CHECK (id = 1),
+	max_deleted_token bigint   NOT NULL
+);
+
+INSERT INTO "idempotency_keys_fence" (id, max_deleted_token) VALUES (1, 0) ON CONFLICT (id) DO NOTHING;
+
+INSERT INTO "idempotency_keys_schema" (version, name) VALUES (3, 'fence') ON CONFLICT (version) DO NOTHING;

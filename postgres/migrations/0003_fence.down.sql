@@ -1,0 +1,2 @@
+-- Undoes 0003_fence: drops the token floor.
+DROP TABLE IF EXISTS "{{.Index "fence"}}";
