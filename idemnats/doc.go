@@ -39,7 +39,11 @@
 // it also makes a publish that was retried after JetStream's duplicate
 // window one message for the consumer, and it needs no stream info request
 // (an id by place asks for one when the message was stored after the last
-// answer).
+// answer, and on a mirror or a stream with sources for every message: their
+// messages keep the times their origin stored them with). A message stored
+// more than 5 s before its stream was created belongs to a stream since
+// deleted: it is retried, never settled, as settling it would settle the
+// new stream's message of the same sequence.
 //
 // # Settling
 //

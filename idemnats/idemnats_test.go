@@ -63,6 +63,7 @@ type fakeStream struct {
 	created  time.Time
 	err      error
 	requests int
+	mirror   bool
 }
 
 func (s *fakeStream) info(context.Context) (*jetstream.StreamInfo, error) {
@@ -72,7 +73,11 @@ func (s *fakeStream) info(context.Context) (*jetstream.StreamInfo, error) {
 	if s.err != nil {
 		return nil, s.err
 	}
-	return &jetstream.StreamInfo{Created: s.created, TimeStamp: time.Now()}, nil
+	info := &jetstream.StreamInfo{Created: s.created, TimeStamp: time.Now()}
+	if s.mirror {
+		info.Config.Mirror = &jetstream.StreamSource{Name: "origin"}
+	}
+	return info, nil
 }
 
 func (s *fakeStream) count() int {
@@ -179,6 +184,35 @@ func TestStreamIdentity(t *testing.T) {
 	st.mu.Unlock()
 	if _, err := id(6, time.Now().Add(time.Hour)); !errors.Is(err, idemqueue.ErrTemporary) {
 		t.Errorf("stream info failing: %v, want ErrTemporary", err)
+	}
+}
+
+// TestStreamIdentitySkewAndMirrors: a message stamped a little before its
+// stream's creation (a cluster's clocks differ) belongs to it; a mirror's
+// messages keep their origin's times, which say nothing of the mirror's
+// lifetime: they are never refused as older, and every one asks again.
+func TestStreamIdentitySkewAndMirrors(t *testing.T) {
+	created := time.Now()
+	st := &fakeStream{created: created}
+	b := testBinding(t, jetstream.ConsumerConfig{AckWait: 30 * time.Second}, Options{}, st)
+	id := func(seq uint64, stored time.Time) (string, error) {
+		m, err := b.Delivery(&fakeMsg{md: metadata(seq, stored)}).Message()
+		return m.ID, err
+	}
+	if _, err := id(1, created.Add(-2*time.Second)); err != nil {
+		t.Errorf("a message stamped 2 s before its stream's creation: %v, want it taken", err)
+	}
+
+	mirror := &fakeStream{created: created, mirror: true}
+	mb := testBinding(t, jetstream.ConsumerConfig{AckWait: 30 * time.Second}, Options{}, mirror)
+	for seq := uint64(1); seq <= 3; seq++ {
+		m, err := mb.Delivery(&fakeMsg{md: metadata(seq, created.Add(-time.Duration(seq)*time.Hour))}).Message()
+		if err != nil || m.ID == "" {
+			t.Fatalf("mirror message %d stored at its origin an hour before the mirror: %q, %v; want an id", seq, m.ID, err)
+		}
+	}
+	if n := mirror.count(); n != 3 {
+		t.Errorf("%d stream info requests for 3 mirror messages, want 3 (each asks again)", n)
 	}
 }
 

@@ -35,6 +35,14 @@ func positionID(seq uint64, created time.Time) string {
 // was created, so it belongs to a stream since deleted.
 var errOlderStream = errors.New("idemnats: the message is older than its stream: it belongs to a stream since deleted and created again")
 
+// clockSkew is how much earlier than its stream's creation a message may
+// say it was stored and still belong to that stream: in a cluster the
+// creation time comes from the meta leader's clock and a message's from the
+// stream leader's. A stream deleted and created again deletes its
+// consumers too, so a message of the old one arriving within this margin
+// is all but impossible.
+const clockSkew = 5 * time.Second
+
 // streamIdentity caches the creation time of one stream.
 type streamIdentity struct {
 	name string
@@ -44,6 +52,10 @@ type streamIdentity struct {
 	// created is the stream's creation time, as of asOf (the server's
 	// clock when it answered); both zero before the first answer.
 	created, asOf time.Time
+	// copied: the stream is a mirror or has sources, whose messages keep
+	// the times they were first stored with: those say nothing of this
+	// stream's lifetime, so every such message asks again.
+	copied bool
 }
 
 // createdFor returns the creation time of the stream that stored a
@@ -55,7 +67,7 @@ type streamIdentity struct {
 func (s *streamIdentity) createdFor(stored time.Time) (time.Time, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.asOf.IsZero() && !stored.Before(s.created) && !stored.After(s.asOf) {
+	if !s.asOf.IsZero() && !s.copied && !stored.Before(s.created.Add(-clockSkew)) && !stored.After(s.asOf) {
 		return s.created, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), streamInfoTimeout)
@@ -68,13 +80,17 @@ func (s *streamIdentity) createdFor(stored time.Time) (time.Time, error) {
 		return time.Time{}, idemqueue.Temporary(fmt.Errorf("idemnats: info of stream %q has no creation time", s.name))
 	}
 	s.created, s.asOf = info.Created, info.TimeStamp
+	s.copied = info.Config.Mirror != nil || len(info.Config.Sources) > 0
+	if s.copied {
+		return s.created, nil
+	}
 	if s.asOf.IsZero() || s.asOf.Before(stored) {
 		// A server that does not say when it answered, or a clock behind
 		// the one that stored the message: the answer is at least as new
 		// as the message.
 		s.asOf = stored
 	}
-	if stored.Before(s.created) {
+	if stored.Before(s.created.Add(-clockSkew)) {
 		// Settling it would settle the new stream's message of the same
 		// sequence; a retry (a NAK) is the least harm.
 		return time.Time{}, idemqueue.Temporary(fmt.Errorf("%w (stored %v, stream %q created %v)", errOlderStream,

@@ -205,32 +205,58 @@ func New[TTx any](store *idem.Store[TTx], cfg Config) (*Consumer[TTx], error) {
 // Nothing is committed unless the decision is Ack. A panic in the handler
 // (or in Config.Key or Config.Fingerprint) does not reach the caller: the
 // transaction is rolled back, the panic is logged with its stack, and the
-// decision's error is a *PanicError.
+// decision's error is a *PanicError. A panic anywhere else while the store
+// works (a Config.Observer of the store's, after its COMMIT) leaves the
+// outcome unknown: it is retried, never rejected, so a redelivery finds
+// the work done or does it.
 func (c *Consumer[TTx]) Process(ctx context.Context, m Message, h Handler[TTx]) (d Decision) {
 	defer func() {
 		if v := recover(); v != nil {
-			d = c.panicked(ctx, m, v, debug.Stack())
+			d = c.panicked(ctx, m, &PanicError{Value: v, Stack: debug.Stack()}, false)
 		}
 	}()
 	return c.process(ctx, m, h)
+}
+
+// guarded runs f, turning a panic into a *PanicError.
+func guarded[T any](f func() (T, error)) (v T, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &PanicError{Value: p, Stack: debug.Stack()}
+		}
+	}()
+	return f()
 }
 
 func (c *Consumer[TTx]) process(ctx context.Context, m Message, h Handler[TTx]) Decision {
 	if h == nil {
 		return Decision{Action: Reject, Err: errors.New("idemqueue: nil handler")}
 	}
-	key, err := c.cfg.Key(m)
+	var perr *PanicError
+	key, err := guarded(func() (string, error) { return c.cfg.Key(m) })
+	if errors.As(err, &perr) {
+		return c.panicked(ctx, m, perr, true)
+	}
 	if err != nil {
 		return Decision{Action: Reject, Err: fmt.Errorf("idemqueue: key of message %q in %q: %w", m.ID, m.Queue, err)}
 	}
-	req := idem.Request{Scope: scopeOf(c.cfg.Name, m.Queue), Key: key, Fingerprint: c.cfg.Fingerprint(m)}
+	fp, err := guarded(func() (idem.Fingerprint, error) { return c.cfg.Fingerprint(m), nil })
+	if errors.As(err, &perr) {
+		return c.panicked(ctx, m, perr, true)
+	}
+	req := idem.Request{Scope: scopeOf(c.cfg.Name, m.Queue), Key: key, Fingerprint: fp}
 	res, err := c.store.Do(ctx, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
-		result, err := h(ctx, tx, m)
+		// A panic becomes the function's error: Do rolls back as for any
+		// error, and nothing was committed.
+		result, err := guarded(func() ([]byte, error) { return h(ctx, tx, m) })
 		if err != nil {
 			return idem.Response{}, err
 		}
 		return idem.Response{Status: idem.NoStatus, Body: result}, nil
 	})
+	if errors.As(err, &perr) {
+		return c.panicked(ctx, m, perr, true)
+	}
 	if err != nil {
 		return c.failed(ctx, m, key, err)
 	}

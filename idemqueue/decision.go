@@ -190,9 +190,7 @@ func (c *Consumer[TTx]) Handle(ctx context.Context, d Delivery, h Handler[TTx]) 
 		dec = Decision{Action: Reject, Err: fmt.Errorf("idemqueue: read the delivery: %w", err)}
 	default:
 		if e, ok := d.(Extender); ok && e.ExtendEvery() > 0 {
-			stop := c.keepAlive(ctx, m, e)
-			dec = c.processWaiting(ctx, m, h)
-			stop()
+			dec = c.processAlive(ctx, m, e, h)
 		} else {
 			dec = c.Process(ctx, m, h)
 		}
@@ -211,4 +209,12 @@ func (c *Consumer[TTx]) Handle(ctx context.Context, d Delivery, h Handler[TTx]) 
 		return dec, fmt.Errorf("idemqueue: %v message %q: %w", dec.Action, m.ID, err)
 	}
 	return dec, nil
+}
+
+// processAlive is processWaiting while the delivery is kept alive; the
+// keep-alive stops however processing ends (a panic that escapes, too).
+func (c *Consumer[TTx]) processAlive(ctx context.Context, m Message, e Extender, h Handler[TTx]) Decision {
+	stop := c.keepAlive(ctx, m, e)
+	defer stop()
+	return c.processWaiting(ctx, m, h)
 }

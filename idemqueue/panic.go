@@ -3,6 +3,7 @@ package idemqueue
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // PanicError is the Decision.Err of a delivery whose handler panicked: the
@@ -17,9 +18,10 @@ type PanicError struct {
 	Stack []byte
 }
 
-// Error returns the panic's value and the stack.
+// Error returns the panic's value; the stack is in Stack (and the log), so
+// that a reason a broker keeps (a terminated message's) stays short.
 func (e *PanicError) Error() string {
-	return fmt.Sprintf("idemqueue: handler panicked: %v\n\n%s", e.Value, e.Stack)
+	return fmt.Sprintf("idemqueue: handler panicked: %v", e.Value)
 }
 
 // Unwrap returns the panic's value when it is an error.
@@ -28,22 +30,37 @@ func (e *PanicError) Unwrap() error {
 	return err
 }
 
-// panicked decides on a handler's panic: retry with backoff, so a panic
-// that a redelivery may not meet (a nil map of a half-started service, a
-// race) passes, until the delivery count reaches MaxPanicDeliveries; then
+// panicked decides on a panic: retry with backoff, so a panic that a
+// redelivery may not meet (a nil map of a half-started service, a race)
+// passes, until the delivery count reaches MaxPanicDeliveries; then, when
+// nothing was committed (rolledBack: the handler's panic, or the key's),
 // reject, so a poison message stops instead of crash-looping every
-// consumer.
-func (c *Consumer[TTx]) panicked(ctx context.Context, m Message, v any, stack []byte) Decision {
-	perr := &PanicError{Value: v, Stack: stack}
-	d := Decision{Action: Retry, Delay: c.cfg.RetryDelay(m.Delivery),
+// consumer. A panic whose outcome is unknown is always retried.
+func (c *Consumer[TTx]) panicked(ctx context.Context, m Message, perr *PanicError, rolledBack bool) Decision {
+	d := Decision{Action: Retry, Delay: c.retryDelay(m.Delivery),
 		Err: fmt.Errorf("idemqueue: message %q in %q, delivery %d: %w", m.ID, m.Queue, m.Delivery, perr)}
-	if m.Delivery >= c.cfg.MaxPanicDeliveries {
+	if rolledBack && m.Delivery >= c.cfg.MaxPanicDeliveries {
 		d = Decision{Action: Reject, Err: d.Err}
 	}
 	if c.cfg.Logger != nil {
-		c.cfg.Logger.ErrorContext(ctx, "idemqueue: handler panicked; its transaction was rolled back",
+		msg := "idemqueue: handler panicked; its transaction was rolled back"
+		if !rolledBack {
+			msg = "idemqueue: panic while the store finished the work; whether it committed is unknown, so it is retried"
+		}
+		c.cfg.Logger.ErrorContext(ctx, msg,
 			"queue", m.Queue, "id", m.ID, "delivery", m.Delivery, "action", d.Action.String(), "delay", d.Delay,
-			"panic", fmt.Sprint(v), "stack", string(stack))
+			"panic", fmt.Sprint(perr.Value), "stack", string(perr.Stack))
 	}
 	return d
+}
+
+// retryDelay is Config.RetryDelay, or its default when that panics too
+// (the decision on a panic must not panic).
+func (c *Consumer[TTx]) retryDelay(delivery int) (d time.Duration) {
+	defer func() {
+		if recover() != nil {
+			d = DefaultRetryDelay(delivery)
+		}
+	}()
+	return c.cfg.RetryDelay(delivery)
 }

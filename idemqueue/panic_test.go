@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemqueue"
@@ -84,6 +86,11 @@ func TestPanic(t *testing.T) {
 		if perr.Value != "nil map in the pricing table" || !strings.Contains(string(perr.Stack), "panic_test.go") {
 			t.Errorf("delivery %d: panic value %v, stack:\n%s\nwant the value and a stack through the handler", tc.delivery, perr.Value, perr.Stack)
 		}
+		// The error's text is what a broker keeps as a reject's reason
+		// (JetStream's TermWithReason): the value, not the stack.
+		if text := d.Err.Error(); len(text) > 300 || strings.Contains(text, "goroutine ") {
+			t.Errorf("delivery %d: error text of %d bytes holds the stack, want it short: %s", tc.delivery, len(text), text)
+		}
 		if n := o.count(t); n != 0 {
 			t.Fatalf("delivery %d: %d orders committed by a handler that panicked, want 0", tc.delivery, n)
 		}
@@ -122,5 +129,58 @@ func TestPanicWithError(t *testing.T) {
 	}
 	if n := o.count(t); n != 0 {
 		t.Errorf("%d orders, want 0", n)
+	}
+}
+
+// panicAfterCommit is a DoObserver whose end-of-Do hook panics, while
+// armed, once the work committed: a panic no rollback follows.
+type panicAfterCommit struct{ armed atomic.Bool }
+
+func (*panicAfterCommit) Observe(context.Context, idem.Event) {}
+
+func (p *panicAfterCommit) StartDo(ctx context.Context, _ idem.Request) (context.Context, func(idem.Result, error)) {
+	return ctx, func(res idem.Result, _ error) {
+		if res.Committed && p.armed.Load() {
+			panic("the metrics exporter fell over")
+		}
+	}
+}
+
+// TestPanicAfterCommitIsRetried: a panic after the store committed the
+// work (here: its observer's) leaves the outcome unknown: it is retried,
+// never rejected, even past MaxPanicDeliveries, and the redelivery finds
+// the work done.
+func TestPanicAfterCommitIsRetried(t *testing.T) {
+	obs := &panicAfterCommit{}
+	obs.armed.Store(true)
+	o := newOrders(t, idem.Config{Observer: obs})
+	c := newConsumer(t, o, idemqueue.Config{MaxPanicDeliveries: 1})
+	m := msg("q", "after-commit", "x")
+	m.Delivery = 5
+	d := c.Process(t.Context(), m, o.handle)
+	var perr *idemqueue.PanicError
+	if d.Action != idemqueue.Retry || !errors.As(d.Err, &perr) {
+		t.Fatalf("panic after the commit: %+v, want a retry carrying the *PanicError", d)
+	}
+	if n := o.count(t); n != 1 {
+		t.Fatalf("%d orders, want the committed one", n)
+	}
+	obs.armed.Store(false)
+	m.Delivery++
+	if d := c.Process(t.Context(), m, o.handle); d.Action != idemqueue.Ack || d.Outcome != idem.Replay {
+		t.Errorf("the redelivery: %+v, want an ack of the replay", d)
+	}
+}
+
+// TestPanicWithPanickingRetryDelay: deciding on a panic never panics: a
+// RetryDelay that panics as well gives the default delay.
+func TestPanicWithPanickingRetryDelay(t *testing.T) {
+	o := newOrders(t, idem.Config{})
+	c := newConsumer(t, o, idemqueue.Config{RetryDelay: func(int) time.Duration { panic("no delay table") }})
+	m := msg("q", "delay-panics", "x")
+	m.Delivery = 1
+	d := c.Process(t.Context(), m, poison(o, "boom"))
+	if d.Action != idemqueue.Retry || d.Delay != idemqueue.DefaultRetryDelay(1) {
+		t.Errorf("%+v, want a retry after the default delay", d)
 	}
 }
