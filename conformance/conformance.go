@@ -140,6 +140,7 @@ func cases[TTx any]() []Case[TTx] {
 		{"DeadlockRetried", testDeadlockRetried[TTx]},
 		{"ClaimInReadOnlyTransaction", testClaimInReadOnlyTransaction[TTx]},
 		{"CommitConnectionLost", testCommitConnectionLost[TTx]},
+		{"History", testHistory[TTx]},
 	}
 }
 

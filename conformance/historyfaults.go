@@ -1,0 +1,182 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+
+	"github.com/idemkit/idem/dialect"
+)
+
+// commitFaults wraps a store's driver so that the COMMIT of a transaction
+// fails on the seeded schedule of the operation that began it (a
+// faultPlan in Begin's context; transactions begun without one commit
+// untouched):
+//
+//   - cut: the transaction is rolled back and COMMIT fails as unavailable,
+//     as when the connection is lost before COMMIT is sent: the server
+//     never committed, and Do retries;
+//   - break: on a Backend with BreakCommit, the breaker is armed so the
+//     COMMIT reaches the server and its connection breaks once it left:
+//     the outcome is truly unknown;
+//   - reply lost: the transaction commits and COMMIT then reports an
+//     unknown outcome (the server committed, the reply was lost);
+//   - unknown, rolled back: the transaction is rolled back and COMMIT
+//     reports an unknown outcome (the server never saw COMMIT).
+//
+// Commits take turns, so a connection the breaker broke is always the
+// COMMIT's that armed it (or, if that COMMIT never reached the wire, the
+// next one's), and the operation it belongs to is told.
+type commitFaults[TTx any] struct {
+	dialect.Driver[TTx]
+	breaker *CommitBreaker[TTx]
+
+	// turns serialises commits, for attributing broken connections.
+	turns sync.Mutex
+
+	cuts, breaks, repliesLost, unknownRolledBack atomic.Int64
+}
+
+// Errors the wrapper's COMMIT fails with.
+var (
+	errCutBeforeCommit = errors.New("conformance: the connection was cut before COMMIT (rolled back)")
+	errReplyLost       = errors.New("conformance: COMMIT's reply was lost (it committed)")
+	errUnknownNoCommit = errors.New("conformance: COMMIT's reply was lost (it never reached the server)")
+)
+
+type commitFault uint8
+
+const (
+	faultNone commitFault = iota
+	faultCut
+	faultBreak
+	faultReplyLost
+	faultUnknownRolledBack
+)
+
+func (f commitFault) String() string {
+	return [...]string{"none", "cut", "break", "reply-lost", "unknown-rolled-back"}[f]
+}
+
+// faultPlan is one operation's fault schedule: each COMMIT of its
+// transactions draws from its own seeded source. It records what
+// happened, for the history's notes.
+type faultPlan struct {
+	mu      sync.Mutex
+	rng     *rand.Rand
+	cut     float64 // chance a COMMIT is cut before it is sent
+	unknown float64 // chance a COMMIT's outcome is made unknown
+	real    bool    // a CommitBreaker is there to break connections
+	events  []string
+}
+
+func newFaultPlan(seed, stream uint64, cut, unknown float64, breaker bool) *faultPlan {
+	return &faultPlan{rng: rand.New(rand.NewPCG(seed, stream)), cut: cut, unknown: unknown, real: breaker}
+}
+
+// next draws the fault of the operation's next COMMIT.
+func (p *faultPlan) next() commitFault {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	u := p.rng.Float64()
+	switch {
+	case u < p.cut:
+		return faultCut
+	case u < p.cut+p.unknown:
+		// A real break two times in three where a breaker is there; else
+		// the simulated ones, evenly.
+		if p.real && p.rng.IntN(3) < 2 {
+			return faultBreak
+		}
+		if p.rng.IntN(2) == 0 {
+			return faultReplyLost
+		}
+		return faultUnknownRolledBack
+	}
+	return faultNone
+}
+
+func (p *faultPlan) note(format string, args ...any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.events = append(p.events, fmt.Sprintf(format, args...))
+}
+
+// take returns what happened to the operation's commits since the last
+// take.
+func (p *faultPlan) take() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	events := p.events
+	p.events = nil
+	return events
+}
+
+type faultPlanKey struct{}
+
+// withFaultPlan makes the transactions begun with ctx follow p.
+func withFaultPlan(ctx context.Context, p *faultPlan) context.Context {
+	return context.WithValue(ctx, faultPlanKey{}, p)
+}
+
+// Begin begins on the wrapped driver; a transaction begun under a
+// faultPlan commits through it.
+func (f *commitFaults[TTx]) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.Tx[TTx], error) {
+	tx, err := f.Driver.Begin(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	plan, _ := ctx.Value(faultPlanKey{}).(*faultPlan)
+	if plan == nil {
+		return tx, nil
+	}
+	return &WrappedTx[TTx]{Tx: tx, OnCommit: func(ctx context.Context, tx dialect.Tx[TTx]) error {
+		return f.commit(ctx, tx, plan)
+	}}, nil
+}
+
+func (f *commitFaults[TTx]) commit(ctx context.Context, tx dialect.Tx[TTx], plan *faultPlan) error {
+	fault := plan.next()
+	if fault == faultBreak && f.breaker == nil {
+		fault = faultReplyLost
+	}
+	switch fault {
+	case faultCut:
+		_ = tx.Rollback(ctx)
+		f.cuts.Add(1)
+		plan.note("COMMIT cut before it was sent")
+		return dialect.Classified(dialect.ErrUnavailable, errCutBeforeCommit)
+	case faultUnknownRolledBack:
+		_ = tx.Rollback(ctx)
+		f.unknownRolledBack.Add(1)
+		plan.note("COMMIT reported unknown, rolled back")
+		return dialect.Classified(dialect.ErrCommitUnknown, errUnknownNoCommit)
+	}
+	f.turns.Lock()
+	defer f.turns.Unlock()
+	before := 0
+	if f.breaker != nil {
+		before = f.breaker.Broken()
+		if fault == faultBreak {
+			f.breaker.Arm()
+		}
+	}
+	err := tx.Commit(ctx)
+	if f.breaker != nil && f.breaker.Broken() > before {
+		f.breaks.Add(1)
+		plan.note("COMMIT's connection broken after it left (%v): %v", fault, err)
+		return err
+	}
+	if fault == faultBreak {
+		plan.note("breaker armed, but this COMMIT did not break a connection")
+	}
+	if fault == faultReplyLost && err == nil {
+		f.repliesLost.Add(1)
+		plan.note("COMMIT committed, reply reported lost")
+		return dialect.Classified(dialect.ErrCommitUnknown, errReplyLost)
+	}
+	return err
+}
