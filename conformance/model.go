@@ -57,6 +57,7 @@ var errModelFunc = errors.New("conformance model: the function failed")
 // it no longer stops anything: rapid then shrinks, and every sequence it
 // tries must run in full.
 type modelBudget struct {
+	time     time.Duration
 	deadline time.Time
 	steps    int
 	taken    int
@@ -79,7 +80,7 @@ func newModelBudget(t *testing.T) *modelBudget {
 			t.Fatalf("%s=%q: want a positive number of steps", ModelStepsEnv, v)
 		}
 	}
-	return &modelBudget{deadline: time.Now().Add(d), steps: steps}
+	return &modelBudget{time: d, deadline: time.Now().Add(d), steps: steps}
 }
 
 func (b *modelBudget) spent() bool {
@@ -143,7 +144,7 @@ func testModel[TTx any](t *testing.T, b Backend[TTx]) {
 		}
 	}
 	t.Logf("[%s] model: %d sequences, %d steps checked (bounds: %s and %d steps, set by %s and %s)",
-		b.Name, sequences, budget.taken, DefaultModelTime, budget.steps, ModelTimeEnv, ModelStepsEnv)
+		b.Name, sequences, budget.taken, budget.time, budget.steps, ModelTimeEnv, ModelStepsEnv)
 }
 
 type modelStore[TTx any] struct {
@@ -164,15 +165,16 @@ type modelRun[TTx any] struct {
 	budget  *modelBudget
 	step    int
 	labels  int
+	// holderSeq numbers the lease claims won in this sequence.
+	holderSeq int
 }
 
 // modelHolder is a lease some step won, held or long lost.
 type modelHolder[TTx any] struct {
+	id        int
 	name      string
 	slot      slot
-	body      string
 	lease     *idem.Lease[TTx]
-	token     int64
 	intention int
 	// ended: this holder completed or released its lease itself.
 	ended bool
@@ -313,7 +315,7 @@ func (r *modelRun[TTx]) do(t *rapid.T) {
 		if err != nil || res.Outcome != idem.Won || !res.Committed || !sameResponse(res.Response, resp) {
 			r.fail("Do on %s: %+v, %v, want Won and committed with the function's response", s, res, err)
 		}
-		r.m.newIntention(s, body, now, modelRetention, 0)
+		r.m.newIntention(s, body, now, modelRetention, 0, 0)
 		r.m.complete(s, resp, now, modelRetention)
 		r.m.effects[label] = 1
 	}
@@ -378,7 +380,7 @@ func (r *modelRun[TTx]) claimInTx(t *rapid.T) {
 	if err := tx.Commit(r.ctx); err != nil {
 		r.fail("Commit on %s: %v", s, err)
 	}
-	r.m.newIntention(s, body, now, modelRetention, 0)
+	r.m.newIntention(s, body, now, modelRetention, 0, 0)
 	r.m.complete(s, resp, now, modelRetention)
 	r.m.effects[label] = 1
 }
@@ -402,16 +404,17 @@ func (r *modelRun[TTx]) lease(t *rapid.T) {
 		r.fail("Lease on %s: %v resumed=%v; the model says Won resumed=%v (record: %s)", s, l.Outcome, l.Resumed(), resume, r.describeModel(s))
 	}
 	var rec *refRecord
+	r.holderSeq++
 	if resume {
-		rec = r.m.resume(s, now, modelLease)
+		rec = r.m.resume(s, now, modelLease, r.holderSeq)
 	} else {
-		rec = r.m.newIntention(s, body, now, modelRetention, modelLease)
+		rec = r.m.newIntention(s, body, now, modelRetention, modelLease, r.holderSeq)
 	}
-	r.won(s, body, l, rec)
+	r.won(s, l, rec)
 }
 
 // won checks a lease the model says was won and keeps its holder.
-func (r *modelRun[TTx]) won(s slot, body string, l *idem.Lease[TTx], rec *refRecord) {
+func (r *modelRun[TTx]) won(s slot, l *idem.Lease[TTx], rec *refRecord) {
 	r.t.Helper()
 	if why := r.m.sawToken(s, l.Token()); why != "" {
 		r.fail("lease on %s: %s (the token floor is %d)", s, why, r.m.floor)
@@ -421,8 +424,8 @@ func (r *modelRun[TTx]) won(s slot, body string, l *idem.Lease[TTx], rec *refRec
 		r.fail("lease on %s: token %d until %s step %q %q; the model says token %d until %s step %q %q", s,
 			l.Token(), l.Until(), step, data, rec.token, rec.leaseUntil, rec.step, rec.stepData)
 	}
-	h := &modelHolder[TTx]{name: fmt.Sprintf("holder %d (%s token %d)", r.step, s, l.Token()), slot: s, body: body,
-		lease: l, token: l.Token(), intention: rec.intention}
+	h := &modelHolder[TTx]{id: rec.holder, name: fmt.Sprintf("holder %d (%s token %d)", rec.holder, s, l.Token()), slot: s,
+		lease: l, intention: rec.intention}
 	r.holders = append(r.holders, h)
 	if len(r.holders) > maxModelHolders {
 		r.holders = r.holders[1:]
@@ -432,7 +435,7 @@ func (r *modelRun[TTx]) won(s slot, body string, l *idem.Lease[TTx], rec *refRec
 // holds reports whether the model lets h write: it did not end its lease
 // itself and its token still fences the record.
 func (r *modelRun[TTx]) holds(h *modelHolder[TTx]) bool {
-	return !h.ended && r.m.fenced(h.slot, h.token, h.body)
+	return !h.ended && r.m.fenced(h.slot, h.id)
 }
 
 // refused checks a holder's write the model refuses: ErrLeaseLost, and
@@ -573,7 +576,8 @@ func (r *modelRun[TTx]) resume(t *rapid.T) {
 		if err != nil || l.Outcome != idem.Won || !l.Resumed() {
 			r.fail("Resume of %s: %s %v, the model says Won (record: %s)", s, got, err, r.describeModel(s))
 		}
-		r.won(s, rec.body, l, r.m.resume(s, now, modelLease))
+		r.holderSeq++
+		r.won(s, l, r.m.resume(s, now, modelLease, r.holderSeq))
 	}
 }
 

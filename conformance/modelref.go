@@ -36,6 +36,9 @@ type refRecord struct {
 	// intention names the work the record stands for: the claim that
 	// started it, kept across lease takeovers that resume it.
 	intention int
+	// holder is the lease claim that won the record last (0: none): the
+	// only one whose writes it takes, whatever the tokens say.
+	holder int
 }
 
 func (r *refRecord) live(now time.Time) bool { return now.Before(r.expires) }
@@ -92,13 +95,14 @@ func (m *refModel) claimOutcome(s slot, body string, now time.Time, leaseMode bo
 }
 
 // newIntention starts a record for s: a new row, or the takeover of one
-// whose retention passed. A lease claim's token is above the floor and
-// above the row's own; a claim in one transaction keeps a new row at 0 and
-// bumps a taken-over row's token.
-func (m *refModel) newIntention(s slot, body string, now time.Time, retention, lease time.Duration) *refRecord {
+// whose retention passed. A lease claim (holder > 0) gets a token above
+// the floor and above the row's own; a claim in one transaction keeps a new
+// row at 0 and bumps a taken-over row's token.
+func (m *refModel) newIntention(s slot, body string, now time.Time, retention, lease time.Duration, holder int) *refRecord {
 	old := m.rows[s]
 	m.intentions++
-	r := &refRecord{body: body, fingerprint: fingerprintOf(body), created: now, expires: now.Add(retention), intention: m.intentions}
+	r := &refRecord{body: body, fingerprint: fingerprintOf(body), created: now, expires: now.Add(retention),
+		intention: m.intentions, holder: holder}
 	switch {
 	case lease > 0 && old == nil:
 		r.token = m.floor + 1
@@ -115,20 +119,23 @@ func (m *refModel) newIntention(s slot, body string, now time.Time, retention, l
 	return r
 }
 
-// resume takes over the ended lease of the slot's pending record.
-func (m *refModel) resume(s slot, now time.Time, lease time.Duration) *refRecord {
+// resume takes over the ended lease of the slot's pending record for
+// holder.
+func (m *refModel) resume(s slot, now time.Time, lease time.Duration, holder int) *refRecord {
 	r := m.rows[s]
 	r.token++
+	r.holder = holder
 	r.leaseUntil = now.Add(lease)
 	r.expires = laterOf(r.expires, r.leaseUntil)
 	return r
 }
 
-// fenced reports whether a lease holder with token and body may still
-// write the slot's record.
-func (m *refModel) fenced(s slot, token int64, body string) bool {
+// fenced reports whether holder may still write the slot's record: it
+// won the record's last lease claim, and the record is pending with a
+// lease. Tokens are the store's means to this end, not the model's.
+func (m *refModel) fenced(s slot, holder int) bool {
 	r := m.rows[s]
-	return r != nil && r.token == token && r.body == body && r.pending() && !r.leaseUntil.IsZero()
+	return r != nil && r.holder == holder && r.pending() && !r.leaseUntil.IsZero()
 }
 
 // extend moves a held lease's end, as Extend and RecordStep do.
