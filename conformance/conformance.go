@@ -44,10 +44,28 @@ import (
 	"github.com/idemkit/idem/dialect"
 )
 
-// Run runs every conformance case against b as parallel subtests of t.
+// Run runs every conformance case against b as parallel subtests of t:
+// the examples, and the model, which draws sequences of operations and
+// checks each step against a reference (see ModelTimeEnv for its bounds).
 func Run[TTx any](t *testing.T, b Backend[TTx]) {
 	t.Helper()
+	RunCases(t, b, append(cases[TTx](), explorations[TTx]()...))
+}
+
+// RunExamples runs the example cases alone, without the model: for a
+// suite that checks something beside the lifecycle itself (a table a
+// migration tool made, an alternative claim statement), where the model's
+// run time buys nothing new.
+func RunExamples[TTx any](t *testing.T, b Backend[TTx]) {
+	t.Helper()
 	RunCases(t, b, cases[TTx]())
+}
+
+// explorations are the cases that generate what they check.
+func explorations[TTx any]() []Case[TTx] {
+	return []Case[TTx]{
+		{"Model", testModel[TTx]},
+	}
 }
 
 func cases[TTx any]() []Case[TTx] {

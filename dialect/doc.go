@@ -238,6 +238,42 @@
 // Races are proven, not hoped for: the winner holds the key until its
 // losers are seen waiting inside their claims (conformance.Observer).
 //
+// # The model
+//
+// Run also runs the case Model: pgregory.net/rapid draws sequences of
+// operations over a few keys, scopes and bodies (Do with a function that
+// answers, fails or fails retryably; Claim and Complete in the caller's
+// transaction; Lease, Extend, RecordStep, lease Complete, Release, Resume,
+// and holders that keep calling after they lost; Delete, ForceDelete,
+// Purge; the store's clock moving past leases and retention), runs them on
+// your backend and checks every answer, every record and every effect row
+// against a reference written in plain Go maps. It stops starting new
+// sequences after 20 s or 3,000 steps; IDEM_MODEL_TIME and
+// IDEM_MODEL_STEPS raise both for a soak:
+//
+//	IDEM_MODEL_TIME=30m IDEM_MODEL_STEPS=1000000 go test -run 'TestConformance/Model$' ./mydb/
+//
+// A failure names the step, what your store answered and what the model
+// says, the seed that replays it, and the sequence rapid shrank it to, a
+// line per step. Reverting the token floor of SQLite's lease claims (so a
+// key claimed afresh after a delete gets token 1 again) reads:
+//
+//	[rapid] failed after 0 tests: [mydb] step 3: lease on model-a/k2: token 1 is
+//	    not above 1, the key's largest token so far (the token floor is 1)
+//	To reproduce, specify -run="TestConformance/Model" -rapid.failfile="testdata/rapid/..." (or -rapid.seed=16148635764638582000)
+//	Failed test output:
+//	step 1: Lease model-a/k2 body "x" on the store: won token 1 resumed=false
+//	step 2: ForceDelete model-a/k2: err <nil>
+//	step 3: Lease model-a/k2 body "x" on the store: won token 1 resumed=false
+//
+// Read it bottom up: the last step is the one that broke a promise, the
+// ones before it are the least rapid needed to get there (the "[rapid]
+// draw" lines between them are the choices it made). Replay it with the
+// printed flags, add t.Logf calls to your dialect and run again: the same
+// sequence runs. The model runs with Config.Clock set and ReadFirstNever
+// and ReadFirstAlways, so your dialect's SQL must take the store's clock
+// from the arguments (the Now fields), never only from the database.
+//
 // The HTTP suite (idemhttp/idemhttptest.Run) takes the same Backend. For a
 // server in a container, see github.com/idemkit/idem/integration/containers.
 package dialect

@@ -86,7 +86,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, func(t time.Time) any { return t })
 )
 
 func TestSQLiteLockConformance(t *testing.T) {
-	conformance.Run(t, conformance.Backend[*sql.Tx]{
+	conformance.RunExamples(t, conformance.Backend[*sql.Tx]{
 		Name: "sqlite/lock",
 		Open: func(t *testing.T) dialect.Driver[*sql.Tx] {
 			lockShortfalls.skip(t)
@@ -208,7 +208,7 @@ func TestPostgresAlternativesConformance(t *testing.T) {
 			{"lock", func() dialect.Dialect { return newPgLock() }, lockShortfalls},
 		} {
 			t.Run("pgx/"+alt.name+"/"+l.name, func(t *testing.T) {
-				conformance.Run(t, conformance.Backend[pgx.Tx]{
+				conformance.RunExamples(t, conformance.Backend[pgx.Tx]{
 					Name: "postgres/pgx/" + alt.name + "/" + l.name,
 					Open: func(t *testing.T) dialect.Driver[pgx.Tx] {
 						alt.missing.skip(t)
@@ -232,7 +232,7 @@ func TestPostgresAlternativesConformance(t *testing.T) {
 				})
 			})
 			t.Run("sql/"+alt.name+"/"+l.name, func(t *testing.T) {
-				conformance.Run(t, conformance.Backend[*sql.Tx]{
+				conformance.RunExamples(t, conformance.Backend[*sql.Tx]{
 					Name: "postgres/sql/" + alt.name + "/" + l.name,
 					Open: func(t *testing.T) dialect.Driver[*sql.Tx] {
 						alt.missing.skip(t)
@@ -249,7 +249,7 @@ func TestPostgresAlternativesConformance(t *testing.T) {
 			})
 		}
 		t.Run("sql-lazy/"+l.name, func(t *testing.T) {
-			conformance.Run(t, conformance.Backend[*sql.Tx]{
+			conformance.RunExamples(t, conformance.Backend[*sql.Tx]{
 				Name: "postgres/sql-lazy/" + l.name,
 				Open: func(t *testing.T) dialect.Driver[*sql.Tx] {
 					_, dsn := pgConnect(t)
@@ -297,7 +297,7 @@ func TestMariaDBLockConformance(t *testing.T) {
 	alternativesWanted(t)
 	for _, l := range isolationLevels {
 		t.Run(l.name, func(t *testing.T) {
-			conformance.Run(t, conformance.Backend[*sql.Tx]{
+			conformance.RunExamples(t, conformance.Backend[*sql.Tx]{
 				Name: "mariadb/lock/" + l.name,
 				Open: func(t *testing.T) dialect.Driver[*sql.Tx] {
 					lockShortfalls.skip(t)

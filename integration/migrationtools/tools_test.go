@@ -310,7 +310,7 @@ func TestConformanceOnToolMigratedTables(t *testing.T) {
 		for _, tl := range tools {
 			t.Run(b.name+"/"+string(tl.format), func(t *testing.T) {
 				t.Parallel()
-				conformance.Run(t, conformance.Backend[*sql.Tx]{
+				conformance.RunExamples(t, conformance.Backend[*sql.Tx]{
 					Name:         b.name + "/" + string(tl.format),
 					Open:         func(t *testing.T) dialect.Driver[*sql.Tx] { return b.open(t) },
 					InsertLegacy: b.insertLegacy,

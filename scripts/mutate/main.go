@@ -58,11 +58,12 @@ func main() {
 	list := flag.String("list", "scripts/mutate/mutants.txt", "the mutants, relative to the repository root")
 	run := flag.String("run", "", "run only the mutants whose name matches this regular expression")
 	timeout := flag.Duration("timeout", 5*time.Minute, "the most one test command may take (a mutant that runs longer counts as killed)")
+	test := flag.String("test", "", "run this test command for every mutant instead of its own (to compare what two sets of tests kill)")
 	checkOnly := flag.Bool("check", false, "only check that every mutant's snippet occurs exactly once in its file; run no test (CI does this)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code, err := mutate(ctx, *list, *run, *timeout, *checkOnly)
+	code, err := mutate(ctx, *list, *run, *test, *timeout, *checkOnly)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mutate:", err)
@@ -73,7 +74,7 @@ func main() {
 	os.Exit(code)
 }
 
-func mutate(ctx context.Context, listPath, run string, timeout time.Duration, checkOnly bool) (int, error) {
+func mutate(ctx context.Context, listPath, run, test string, timeout time.Duration, checkOnly bool) (int, error) {
 	root, err := output(ctx, "", "git", "rev-parse", "--show-toplevel")
 	if err != nil {
 		return 2, err
@@ -92,6 +93,11 @@ func mutate(ctx context.Context, listPath, run string, timeout time.Duration, ch
 	}
 	if len(mutants) == 0 {
 		return 2, errors.New("no mutants to run")
+	}
+	if test != "" {
+		for i := range mutants {
+			mutants[i].test = test
+		}
 	}
 
 	if checkOnly {

@@ -1,0 +1,382 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/idemkit/idem"
+)
+
+// The model: a second layer on the example cases. rapid draws sequences of
+// operations over a few keys, scopes and bodies (Do, Claim and Complete in
+// the caller's transaction, lease mode's every call, a stale holder that
+// keeps calling after it lost, Delete, ForceDelete, Purge, the clock moving
+// past leases and retention) and runs them on a real store; after every
+// step the store must show what the reference model (modelref.go) decided.
+// A failure prints the shrunk sequence, one line per step, and the seed
+// that replays it.
+
+// The model's store settings. The store's clock is the model's, so leases
+// and retention end when a step moves it; WaitBound is real time, the
+// wait of a lease claim on a live lease before InFlight.
+// MaxBody, MaxAttempts and PurgeBatch are small, so that a step reaches
+// their edges.
+const (
+	modelRetention  = time.Hour
+	modelLease      = time.Minute
+	modelWait       = 25 * time.Millisecond
+	modelMaxBody    = 64
+	modelAttempts   = 3
+	modelPurgeBatch = 2
+)
+
+// ModelTimeEnv and ModelStepsEnv bound each backend's model run: it starts
+// no new sequence once either is spent. Defaults: DefaultModelTime and
+// DefaultModelSteps. Raise both for a soak:
+//
+//	IDEM_MODEL_TIME=30m IDEM_MODEL_STEPS=1000000 go test -run 'TestConformance/Model$' ./sqlite/
+const (
+	ModelTimeEnv  = "IDEM_MODEL_TIME"
+	ModelStepsEnv = "IDEM_MODEL_STEPS"
+)
+
+// Default bounds of one backend's model run.
+const (
+	DefaultModelTime  = 20 * time.Second
+	DefaultModelSteps = 3000
+)
+
+var errModelFunc = errors.New("conformance model: the function failed")
+
+// modelBudget bounds a model run in steps and time. Once a sequence failed
+// it no longer stops anything: rapid then shrinks, and every sequence it
+// tries must run in full.
+type modelBudget struct {
+	time     time.Duration
+	deadline time.Time
+	steps    int
+	taken    int
+	failing  bool
+}
+
+func newModelBudget(t *testing.T) *modelBudget {
+	t.Helper()
+	d := DefaultModelTime
+	if v := os.Getenv(ModelTimeEnv); v != "" {
+		var err error
+		if d, err = time.ParseDuration(v); err != nil || d <= 0 {
+			t.Fatalf("%s=%q: want a positive duration such as 60s", ModelTimeEnv, v)
+		}
+	}
+	steps := DefaultModelSteps
+	if v := os.Getenv(ModelStepsEnv); v != "" {
+		var err error
+		if steps, err = strconv.Atoi(v); err != nil || steps <= 0 {
+			t.Fatalf("%s=%q: want a positive number of steps", ModelStepsEnv, v)
+		}
+	}
+	return &modelBudget{time: d, deadline: time.Now().Add(d), steps: steps}
+}
+
+func (b *modelBudget) spent() bool {
+	return !b.failing && (b.taken >= b.steps || !time.Now().Before(b.deadline))
+}
+
+// replaying reports whether rapid was told which sequence to run (a seed
+// or a fail file): then one rapid.Check runs it.
+func replaying() bool {
+	for _, name := range []string{"rapid.seed", "rapid.failfile"} {
+		if f := flag.Lookup(name); f != nil && f.Value.String() != f.DefValue {
+			return true
+		}
+	}
+	return false
+}
+
+// testModel runs rapid's sequences against the reference model until the
+// budget is spent.
+func testModel[TTx any](t *testing.T, b Backend[TTx]) {
+	clk := newClock(t0)
+	cfg := idem.Config{Clock: clk.Now, Retention: modelRetention, Lease: modelLease, WaitBound: modelWait,
+		MaxBody: modelMaxBody, MaxAttempts: modelAttempts, PurgeBatch: modelPurgeBatch, ReadFirst: idem.ReadFirstNever}
+	e := setup(t, b, cfg)
+	cfg.Table, cfg.ReadFirst = e.Table, idem.ReadFirstAlways
+	readsFirst, err := idem.New(e.Driver, cfg)
+	if err != nil {
+		t.Fatalf("[%s] idem.New: %v", b.Name, err)
+	}
+	budget := newModelBudget(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Until(budget.deadline)+CaseTimeout)
+	defer cancel()
+	stores := []modelStore[TTx]{{"store", e.Store}, {"store reading first", readsFirst}}
+	sequences := 0
+	for {
+		rapid.Check(t, func(rt *rapid.T) {
+			if budget.spent() {
+				return
+			}
+			sequences++
+			r := &modelRun[TTx]{t: rt, ctx: ctx, e: e, clk: clk, stores: stores, m: newRefModel(), budget: budget}
+			r.reset()
+			rt.Repeat(map[string]func(*rapid.T){
+				"Do":            r.do,
+				"ClaimInTx":     r.claimInTx,
+				"Lease":         r.lease,
+				"Extend":        r.extend,
+				"RecordStep":    r.recordStep,
+				"LeaseComplete": r.leaseComplete,
+				"Release":       r.release,
+				"Resume":        r.resume,
+				"Delete":        r.delete,
+				"ForceDelete":   r.forceDelete,
+				"Purge":         r.purge,
+				"MoveClock":     r.moveClock,
+				"BadInput":      r.badInput,
+				"":              r.check,
+			})
+		})
+		if t.Failed() || budget.spent() || replaying() {
+			break
+		}
+	}
+	t.Logf("[%s] model: %d sequences, %d steps checked (bounds: %s and %d steps, set by %s and %s)",
+		b.Name, sequences, budget.taken, budget.time, budget.steps, ModelTimeEnv, ModelStepsEnv)
+}
+
+type modelStore[TTx any] struct {
+	name  string
+	store *idem.Store[TTx]
+}
+
+// modelRun is one sequence: the store under test, the reference, and the
+// lease holders made so far (stale ones included: they keep calling).
+type modelRun[TTx any] struct {
+	t       *rapid.T
+	ctx     context.Context
+	e       *env[TTx]
+	clk     *clock
+	stores  []modelStore[TTx]
+	m       *refModel
+	holders []*modelHolder[TTx]
+	budget  *modelBudget
+	step    int
+	labels  int
+	// holderSeq numbers the lease claims won in this sequence.
+	holderSeq int
+}
+
+// modelHolder is a lease some step won, held or long lost.
+type modelHolder[TTx any] struct {
+	id        int
+	name      string
+	slot      slot
+	lease     *idem.Lease[TTx]
+	intention int
+	// ended: this holder completed or released its lease itself.
+	ended bool
+}
+
+var (
+	modelSlots  = []slot{{"model-a", "k1"}, {"model-a", "k2"}, {"model-b", "k1"}}
+	modelBodies = []string{"x", "y"}
+	modelSteps  = []string{"charged", "shipped"}
+)
+
+// maxModelHolders bounds the holders a sequence keeps.
+const maxModelHolders = 6
+
+// reset empties the table, its token floor and the effects, and winds the
+// clock back, so every sequence starts from nothing.
+func (r *modelRun[TTx]) reset() {
+	pool := r.e.Driver.Pool()
+	for _, stmt := range []string{
+		"DELETE FROM " + r.e.Table,
+		"DELETE FROM " + r.e.effects,
+		"UPDATE " + r.e.Table + "_fence SET max_deleted_token = 0 WHERE id = 1",
+	} {
+		if _, err := pool.Exec(r.ctx, stmt); err != nil {
+			r.fail("reset: %s: %v", stmt, err)
+		}
+	}
+	r.clk.set(t0)
+}
+
+// fail stops the sequence; from then on the budget stops nothing, so the
+// shrinking that follows replays every sequence it tries.
+func (r *modelRun[TTx]) fail(format string, args ...any) {
+	r.t.Helper()
+	r.budget.failing = true
+	r.t.Fatalf("[%s] step %d: %s", r.e.Backend, r.step, fmt.Sprintf(format, args...))
+}
+
+// did logs a step as a line a person can read and replay.
+func (r *modelRun[TTx]) did(format string, args ...any) {
+	r.step++
+	r.budget.taken++
+	r.t.Logf("step %d: %s", r.step, fmt.Sprintf(format, args...))
+}
+
+func (r *modelRun[TTx]) drawSlot(t *rapid.T) slot {
+	return rapid.SampledFrom(modelSlots).Draw(t, "key")
+}
+
+func (r *modelRun[TTx]) drawBody(t *rapid.T) string {
+	return rapid.SampledFrom(modelBodies).Draw(t, "body")
+}
+
+func (r *modelRun[TTx]) drawStore(t *rapid.T) modelStore[TTx] {
+	return r.stores[rapid.IntRange(0, len(r.stores)-1).Draw(t, "store")]
+}
+
+// drawResponse draws a response the store keeps: with headers and a body,
+// empty, with no status, or with a body of exactly Config.MaxBody.
+func (r *modelRun[TTx]) drawResponse(t *rapid.T) idem.Response {
+	r.labels++
+	choices := []idem.Response{
+		{Status: http.StatusCreated, Header: http.Header{"Content-Type": {"application/json"}, "X-Model": {"b", "a"}},
+			Body: fmt.Appendf(nil, `{"n":%d}`, r.labels)},
+		{Status: http.StatusOK, Body: []byte{}},
+		{Status: idem.NoStatus, Body: fmt.Appendf(nil, "done %d", r.labels)},
+		{Status: http.StatusAccepted, Body: []byte(strings.Repeat("m", modelMaxBody))},
+	}
+	return choices[rapid.IntRange(0, len(choices)-1).Draw(t, "response")]
+}
+
+// drawUnstored draws a response whose status the store, by default, does
+// not keep: the work is to be done again.
+func (r *modelRun[TTx]) drawUnstored(t *rapid.T) idem.Response {
+	status := rapid.SampledFrom([]int{500, 503, 408, 425, 429}).Draw(t, "status")
+	return idem.Response{Status: status, Body: []byte("try later")}
+}
+
+// modelStores is the model's own rule for which statuses are kept (the
+// default Config.StoreStatus), so that a change of the default shows.
+func modelStores(status int) bool {
+	return status < 500 && status != 408 && status != 425 && status != 429
+}
+
+// drawHolder draws one of the sequence's holders, or skips the step when
+// there is none.
+func (r *modelRun[TTx]) drawHolder(t *rapid.T) *modelHolder[TTx] {
+	if len(r.holders) == 0 {
+		t.Skip("no lease holder yet")
+	}
+	return r.holders[rapid.IntRange(0, len(r.holders)-1).Draw(t, "holder")]
+}
+
+func modelRequest(s slot, body string) idem.Request {
+	return idem.Request{Scope: s.scope, Key: s.key, Fingerprint: fingerprintOf(body)}
+}
+
+// nextIntention is the number of the next intention the model would
+// start, which names its effect row.
+func (r *modelRun[TTx]) nextIntention() int { return r.m.intentions + 1 }
+
+// check runs after every step: each key's record and the effect rows are
+// the model's.
+func (r *modelRun[TTx]) check(*rapid.T) {
+	r.checkRecords("")
+	r.checkEffects()
+}
+
+// checkRecords compares every key's live record, read outside any
+// transaction, with the model's. A pending record seen there always holds
+// a lease: a claim made in one transaction is never seen pending.
+func (r *modelRun[TTx]) checkRecords(when string) {
+	r.t.Helper()
+	now := r.clk.Now()
+	for _, s := range modelSlots {
+		got, err := r.stores[0].store.Lookup(r.ctx, s.scope, s.key)
+		want := r.m.live(s, now)
+		if want == nil {
+			if !errors.Is(err, idem.ErrNotFound) {
+				r.fail("Lookup %s %s: %+v, %v; the model has no live record", s, when, got, err)
+			}
+			continue
+		}
+		if err != nil {
+			r.fail("Lookup %s %s: %v; the model has %s", s, when, err, r.describeModel(s))
+		}
+		if !got.Completed && got.LeaseUntil.IsZero() {
+			r.fail("Lookup %s %s: pending without a lease, outside the transaction that claimed it", s, when)
+		}
+		same := got.Fingerprint == want.fingerprint && got.Completed == want.completed &&
+			got.CreatedAt.Equal(want.created) && got.ExpiresAt.Equal(want.expires) && got.Token == want.token &&
+			got.LeaseUntil.Equal(want.leaseUntil) && got.LeaseExpired == want.leaseEnded(now) &&
+			got.Step == want.step && string(got.StepData) == string(want.stepData) &&
+			(!want.completed || sameResponse(got.Response, want.response))
+		if !same {
+			r.fail("Lookup %s %s:\n  store: %s fingerprint ok %v\n  model: %s", s, when,
+				describeRecord(got.Completed, got.Response.Status, got.Response.Body, got.Token, got.CreatedAt, got.ExpiresAt, got.LeaseUntil, got.Step),
+				got.Fingerprint == want.fingerprint, r.describeModel(s))
+		}
+	}
+}
+
+// checkEffects compares the committed effect rows with the model's: each
+// intention's at most once, exactly once when it completed, and nothing a
+// refused or rolled-back call wrote.
+func (r *modelRun[TTx]) checkEffects() {
+	r.t.Helper()
+	rows, err := r.e.Driver.Pool().Query(r.ctx, "SELECT k, COUNT(*) FROM "+r.e.effects+" GROUP BY k")
+	if err != nil {
+		r.fail("read effects: %v", err)
+	}
+	got := map[string]int{}
+	for rows.Next() {
+		var k string
+		var n int
+		if err := rows.Scan(&k, &n); err != nil {
+			rows.Close()
+			r.fail("read effects: %v", err)
+		}
+		got[k] = n
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		r.fail("read effects: %v", err)
+	}
+	for k, n := range got {
+		if r.m.effects[k] != n {
+			r.fail("effect %q committed %d times; the model says %d", k, n, r.m.effects[k])
+		}
+	}
+	for k, n := range r.m.effects {
+		if got[k] != n {
+			r.fail("effect %q committed %d times; the model says %d", k, got[k], n)
+		}
+	}
+}
+
+// describeModel is the model's record of s, for a failure message.
+func (r *modelRun[TTx]) describeModel(s slot) string {
+	rec := r.m.rows[s]
+	if rec == nil {
+		return "none"
+	}
+	live := "live"
+	if !rec.live(r.clk.Now()) {
+		live = "retention passed"
+	}
+	return fmt.Sprintf("body %q, %s, %s, token floor %d", rec.body, live,
+		describeRecord(rec.completed, rec.response.Status, rec.response.Body, rec.token, rec.created, rec.expires, rec.leaseUntil, rec.step), r.m.floor)
+}
+
+// describeResponse is a response for a step's line: its status and body,
+// a long body by its length.
+func describeResponse(resp idem.Response) string {
+	if len(resp.Body) > 24 {
+		return fmt.Sprintf("%d with %d bytes", resp.Status, len(resp.Body))
+	}
+	return fmt.Sprintf("%d %q", resp.Status, resp.Body)
+}
