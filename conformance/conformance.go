@@ -45,17 +45,19 @@ import (
 )
 
 // Run runs every conformance case against b as parallel subtests of t:
-// the examples, and the model, which draws sequences of operations and
-// checks each step against a reference (see ModelTimeEnv for its bounds).
+// the examples; the model, which draws sequences of operations and checks
+// each step against a reference (see ModelTimeEnv for its bounds); and
+// History, concurrent work under injected faults checked for
+// linearizability.
 func Run[TTx any](t *testing.T, b Backend[TTx]) {
 	t.Helper()
 	RunCases(t, b, append(cases[TTx](), explorations[TTx]()...))
 }
 
-// RunExamples runs the example cases alone, without the model: for a
-// suite that checks something beside the lifecycle itself (a table a
-// migration tool made, an alternative claim statement), where the model's
-// run time buys nothing new.
+// RunExamples runs the example cases alone, without the model and the
+// histories: for a suite that checks something beside the lifecycle itself
+// (a table a migration tool made, an alternative claim statement), where
+// their run time buys nothing new.
 func RunExamples[TTx any](t *testing.T, b Backend[TTx]) {
 	t.Helper()
 	RunCases(t, b, cases[TTx]())
@@ -65,6 +67,7 @@ func RunExamples[TTx any](t *testing.T, b Backend[TTx]) {
 func explorations[TTx any]() []Case[TTx] {
 	return []Case[TTx]{
 		{"Model", testModel[TTx]},
+		{"History", testHistory[TTx]},
 	}
 }
 
@@ -158,7 +161,6 @@ func cases[TTx any]() []Case[TTx] {
 		{"DeadlockRetried", testDeadlockRetried[TTx]},
 		{"ClaimInReadOnlyTransaction", testClaimInReadOnlyTransaction[TTx]},
 		{"CommitConnectionLost", testCommitConnectionLost[TTx]},
-		{"History", testHistory[TTx]},
 	}
 }
 
