@@ -48,6 +48,16 @@ type Backend[TTx any] struct {
 	// the process, like SQLite): the case that needs it then skips and
 	// says so.
 	BreakCommit func(t *testing.T) CommitBreaker[TTx]
+	// Restart, when set, restarts the database server Open's drivers talk
+	// to, while a case runs, and returns once the server was told to start
+	// again (it need not accept connections yet). Connections break;
+	// transactions in flight roll back, or commit with an unknown outcome
+	// if their COMMIT was under way. The History case restarts the server
+	// once or twice during its run. Leave it nil where no restart is
+	// possible (a database in the process) or where it would disturb other
+	// tests sharing the server: run History alone, with History and
+	// RunCases, on a server of its own.
+	Restart func(ctx context.Context) error
 }
 
 // CommitBreaker is a driver whose connections break, once armed, right

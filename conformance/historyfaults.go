@@ -38,6 +38,10 @@ type commitFaults[TTx any] struct {
 	turns sync.Mutex
 
 	cuts, breaks, repliesLost, unknownRolledBack atomic.Int64
+	// ownUnknown and ownFailed count the COMMITs that failed with no fault
+	// injected (a database restart): with an outcome the dialect reports
+	// as unknown, or as a known failure.
+	ownUnknown, ownFailed atomic.Int64
 }
 
 // Errors the wrapper's COMMIT fails with.
@@ -65,16 +69,27 @@ func (f commitFault) String() string {
 // transactions draws from its own seeded source. It records what
 // happened, for the history's notes.
 type faultPlan struct {
-	mu      sync.Mutex
-	rng     *rand.Rand
-	cut     float64 // chance a COMMIT is cut before it is sent
-	unknown float64 // chance a COMMIT's outcome is made unknown
-	real    bool    // a CommitBreaker is there to break connections
-	events  []string
+	mu     sync.Mutex
+	rng    *rand.Rand
+	rates  faultRates
+	real   bool // a CommitBreaker is there to break connections
+	events []string
 }
 
-func newFaultPlan(seed, stream uint64, cut, unknown float64, breaker bool) *faultPlan {
-	return &faultPlan{rng: rand.New(rand.NewPCG(seed, stream)), cut: cut, unknown: unknown, real: breaker}
+// faultRates are the chances of an operation's faults at each COMMIT.
+type faultRates struct {
+	// cut is the chance a COMMIT is cut before it is sent.
+	cut float64
+	// unknown is the chance a COMMIT's outcome is made unknown.
+	unknown float64
+	// rolledBack is the share, among the unknown outcomes the wrapper
+	// simulates, of the COMMITs rolled back (the rest commit, their reply
+	// lost).
+	rolledBack float64
+}
+
+func newFaultPlan(seed, stream uint64, rates faultRates, breaker bool) *faultPlan {
+	return &faultPlan{rng: rand.New(rand.NewPCG(seed, stream)), rates: rates, real: breaker}
 }
 
 // next draws the fault of the operation's next COMMIT.
@@ -83,18 +98,18 @@ func (p *faultPlan) next() commitFault {
 	defer p.mu.Unlock()
 	u := p.rng.Float64()
 	switch {
-	case u < p.cut:
+	case u < p.rates.cut:
 		return faultCut
-	case u < p.cut+p.unknown:
+	case u < p.rates.cut+p.rates.unknown:
 		// A real break two times in three where a breaker is there; else
-		// the simulated ones, evenly.
+		// the simulated ones, in their shares.
 		if p.real && p.rng.IntN(3) < 2 {
 			return faultBreak
 		}
-		if p.rng.IntN(2) == 0 {
-			return faultReplyLost
+		if p.rng.Float64() < p.rates.rolledBack {
+			return faultUnknownRolledBack
 		}
-		return faultUnknownRolledBack
+		return faultReplyLost
 	}
 	return faultNone
 }
@@ -173,10 +188,17 @@ func (f *commitFaults[TTx]) commit(ctx context.Context, tx dialect.Tx[TTx], plan
 	if fault == faultBreak {
 		plan.note("breaker armed, but this COMMIT did not break a connection")
 	}
-	if fault == faultReplyLost && err == nil {
+	switch {
+	case fault == faultReplyLost && err == nil:
 		f.repliesLost.Add(1)
 		plan.note("COMMIT committed, reply reported lost")
 		return dialect.Classified(dialect.ErrCommitUnknown, errReplyLost)
+	case err != nil && errors.Is(err, dialect.ErrCommitUnknown):
+		f.ownUnknown.Add(1)
+		plan.note("COMMIT failed, outcome unknown: %v", err)
+	case err != nil:
+		f.ownFailed.Add(1)
+		plan.note("COMMIT failed, a known failure: %v", err)
 	}
 	return err
 }
