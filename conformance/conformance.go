@@ -48,9 +48,13 @@ import (
 // the examples; the model, which draws sequences of operations and checks
 // each step against a reference (see ModelTimeEnv for its bounds); and
 // History, concurrent work under injected faults checked for
-// linearizability.
+// linearizability. A Backend with Restart fails: the restarts would
+// disturb the other cases.
 func Run[TTx any](t *testing.T, b Backend[TTx]) {
 	t.Helper()
+	if b.Restart != nil {
+		t.Fatalf("conformance: Backend %q has Restart, but Run's cases share its server: run History alone (RunCases with History)", b.Name)
+	}
 	RunCases(t, b, append(cases[TTx](), explorations[TTx]()...))
 }
 
@@ -67,8 +71,20 @@ func RunExamples[TTx any](t *testing.T, b Backend[TTx]) {
 func explorations[TTx any]() []Case[TTx] {
 	return []Case[TTx]{
 		{"Model", testModel[TTx]},
-		{"History", testHistory[TTx]},
+		History[TTx](),
 	}
+}
+
+// History is the case Run runs as "History": workers run a seeded mix of
+// Do and lease work on a few keys while COMMITs fail, the history is
+// checked for linearizability against an idempotent register per key, and
+// the database for exactly-once effects. On a Backend with Restart it also
+// restarts the server during the run; run it alone there, with RunCases,
+// on a server no other test uses:
+//
+//	conformance.RunCases(t, b, []conformance.Case[TTx]{conformance.History[TTx]()})
+func History[TTx any]() Case[TTx] {
+	return Case[TTx]{"History", testHistory[TTx]}
 }
 
 func cases[TTx any]() []Case[TTx] {

@@ -395,15 +395,19 @@ func testBinary() string {
 }
 
 func startPostgres(ctx context.Context, image string) (testcontainers.Container, string, error) {
-	ctr, err := tcpostgres.Run(ctx, image,
+	return runPostgres(ctx, image, testcontainers.WithLabels(labels("postgres")))
+}
+
+// runPostgres starts the PostgreSQL container, changed by more.
+func runPostgres(ctx context.Context, image string, more ...testcontainers.ContainerCustomizer) (testcontainers.Container, string, error) {
+	ctr, err := tcpostgres.Run(ctx, image, append([]testcontainers.ContainerCustomizer{
 		tcpostgres.WithDatabase(pgDatabase),
 		tcpostgres.WithUsername(pgUser),
 		tcpostgres.WithPassword(pgPassword),
 		tcpostgres.BasicWaitStrategies(),
 		// Appended to the module's "postgres -c fsync=off".
 		testcontainers.WithCmdArgs("-c", "max_connections=200"),
-		testcontainers.WithLabels(labels("postgres")),
-	)
+	}, more...)...)
 	if err != nil {
 		if ctr == nil {
 			return nil, "", err
@@ -418,10 +422,15 @@ func startPostgres(ctx context.Context, image string) (testcontainers.Container,
 }
 
 func startMySQL(ctx context.Context, image string) (testcontainers.Container, string, error) {
+	return runMySQL(ctx, image, testcontainers.WithLabels(labels("mysql")))
+}
+
+// runMySQL starts the MySQL container, changed by more.
+func runMySQL(ctx context.Context, image string, more ...testcontainers.ContainerCustomizer) (testcontainers.Container, string, error) {
 	pingDSN := func(host string, port network.Port) string {
 		return fmt.Sprintf("%s:%s@tcp(%s)/%s", myUser, myPassword, net.JoinHostPort(host, port.Port()), myDatabase)
 	}
-	ctr, err := tcmysql.Run(ctx, image,
+	ctr, err := tcmysql.Run(ctx, image, append([]testcontainers.ContainerCustomizer{
 		tcmysql.WithUsername(myUser),
 		tcmysql.WithPassword(myPassword),
 		tcmysql.WithDatabase(myDatabase),
@@ -435,8 +444,7 @@ func startMySQL(ctx context.Context, image string) (testcontainers.Container, st
 			wait.ForListeningPort("3306/tcp").WithStartupTimeout(readyTimeout),
 			wait.ForSQL("3306/tcp", "mysql", pingDSN).WithStartupTimeout(readyTimeout).WithPollInterval(250*time.Millisecond),
 		),
-		testcontainers.WithLabels(labels("mysql")),
-	)
+	}, more...)...)
 	if err != nil {
 		if ctr == nil {
 			return nil, "", err

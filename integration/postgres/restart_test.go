@@ -1,0 +1,51 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemkit/idem/conformance"
+	"github.com/idemkit/idem/dialect"
+	"github.com/idemkit/idem/integration/containers"
+	"github.com/idemkit/idem/postgres"
+)
+
+// TestHistoryRestart runs the History case on a PostgreSQL server of its
+// own, which it restarts once or twice during the run (a fast shutdown,
+// then a kill): every operation that met a restart is modelled by what the
+// dialect reported, and the final checks hold once the server is back.
+func TestHistoryRestart(t *testing.T) {
+	srv := containers.RestartablePostgres(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg, err := pgxpool.ParseConfig(srv.DSN + "&connect_timeout=5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 8
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	t.Cleanup(func() {
+		if srv.Restarts() == 0 {
+			t.Error("the server was never restarted")
+		}
+	})
+	conformance.RunCases(t, conformance.Backend[pgx.Tx]{
+		Name: "postgres/pgx/restart",
+		Open: func(t *testing.T) dialect.Driver[pgx.Tx] {
+			d, err := postgres.New(t.Context(), pool, postgres.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d
+		},
+		Restart: srv.Restart,
+	}, []conformance.Case[pgx.Tx]{conformance.History[pgx.Tx]()})
+}
