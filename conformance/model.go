@@ -37,7 +37,7 @@ const (
 	modelWait       = 25 * time.Millisecond
 	modelMaxBody    = 64
 	modelAttempts   = 3
-	modelPurgeBatch = 2
+	modelPurgeBatch = 1
 )
 
 // ModelTimeEnv and ModelStepsEnv bound each backend's model run: it starts
@@ -187,7 +187,8 @@ type modelHolder[TTx any] struct {
 }
 
 var (
-	modelSlots  = []slot{{"model-a", "k1"}, {"model-a", "k2"}, {"model-b", "k1"}}
+	// The second key is as long as a key may be.
+	modelSlots  = []slot{{"model-a", "k1"}, {"model-a", "k2" + strings.Repeat("-", idem.MaxKeyBytes-2)}, {"model-b", "k1"}}
 	modelBodies = []string{"x", "y"}
 	modelSteps  = []string{"charged", "shipped"}
 )

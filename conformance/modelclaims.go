@@ -166,12 +166,20 @@ func (r *modelRun[TTx]) claimInTx(t *rapid.T) {
 }
 
 // badInput claims a key that is not one (empty, too long, a control
-// character) through Do, Claim or Lease: ErrInvalidKey, and nothing runs
-// or is written.
+// character), or in a scope that is not one, through Do, Claim or Lease:
+// ErrInvalidKey or ErrInvalidScope, and nothing runs or is written.
 func (r *modelRun[TTx]) badInput(t *rapid.T) {
-	key := rapid.SampledFrom([]string{"", strings.Repeat("k", idem.MaxKeyBytes+1), "del\x7fkey", "new\nline"}).Draw(t, "key")
+	bad := rapid.SampledFrom([]slot{
+		{modelSlots[0].scope, ""}, {modelSlots[0].scope, strings.Repeat("k", idem.MaxKeyBytes+1)},
+		{modelSlots[0].scope, "del\x7fkey"}, {modelSlots[0].scope, "new\nline"},
+		{"model\x01a", modelSlots[0].key}, {"model\ta", modelSlots[0].key},
+	}).Draw(t, "bad key or scope")
+	want := idem.ErrInvalidKey
+	if bad.key == modelSlots[0].key {
+		want = idem.ErrInvalidScope
+	}
 	op := rapid.SampledFrom([]string{"Do", "Claim", "Lease"}).Draw(t, "call")
-	req := modelRequest(slot{modelSlots[0].scope, key}, modelBodies[0])
+	req := modelRequest(bad, modelBodies[0])
 	ran := false
 	var err error
 	switch op {
@@ -190,8 +198,8 @@ func (r *modelRun[TTx]) badInput(t *rapid.T) {
 	case "Lease":
 		_, err = r.stores[0].store.Lease(r.ctx, req)
 	}
-	r.did("%s with the key %q: err %v", op, key, err)
-	if !errors.Is(err, idem.ErrInvalidKey) || ran {
-		r.fail("%s with the key %q: %v, the function ran: %v; want ErrInvalidKey and nothing run", op, key, err, ran)
+	r.did("%s with scope %q and key %q: err %v", op, bad.scope, bad.key, err)
+	if !errors.Is(err, want) || ran {
+		r.fail("%s with scope %q and key %q: %v, the function ran: %v; want %v and nothing run", op, bad.scope, bad.key, err, ran, want)
 	}
 }

@@ -17,7 +17,14 @@ import (
 // slot is one key of the model: a scope and a key.
 type slot struct{ scope, key string }
 
-func (s slot) String() string { return s.scope + "/" + s.key }
+// String names the slot in a step's line; a long key by its start and
+// length.
+func (s slot) String() string {
+	if len(s.key) > 16 {
+		return fmt.Sprintf("%s/%s...(%d bytes)", s.scope, s.key[:4], len(s.key))
+	}
+	return s.scope + "/" + s.key
+}
 
 // refRecord is a row of the store's table as the model expects it. The
 // model keeps rows whose retention passed until a purge, a delete or a
