@@ -274,6 +274,17 @@
 // and ReadFirstAlways, so your dialect's SQL must take the store's clock
 // from the arguments (the Now fields), never only from the database.
 //
+// Run also runs History: four workers run Do and lease work on a few keys
+// while COMMITs are cut before they leave, broken after they left (set
+// Backend.BreakCommit) or reported with an unknown outcome, and the
+// history of calls and returns must be linearizable against an idempotent
+// register per key (a failure names the seed, IDEM_HISTORY_SEED, and a
+// file with porcupine's visualisation). Backend.Restart lets it restart
+// your server too; give it on a server no other test uses, and run the
+// case alone:
+//
+//	conformance.RunCases(t, b, []conformance.Case[*sql.Tx]{conformance.History[*sql.Tx]()})
+//
 // The HTTP suite (idemhttp/idemhttptest.Run) takes the same Backend. For a
 // server in a container, see github.com/idemkit/idem/integration/containers.
 package dialect
