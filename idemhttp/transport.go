@@ -208,9 +208,18 @@ func transient(err error) bool {
 		return true
 	case errors.As(err, &opErr):
 		return true // a dial, read or write that failed on the network
+	case strings.Contains(err.Error(), errServerClosedIdle):
+		return true
 	}
 	return false
 }
+
+// errServerClosedIdle is the text of net/http's unexported error for a
+// keep-alive connection the server closed as the request went out on it (a
+// server restarting, say). net/http retries such a request itself when it
+// may, and returns this when it did not or the retry met it again; with
+// the key, another attempt is safe.
+const errServerClosedIdle = "http: server closed idle connection"
 
 // parseRetryAfter reads a Retry-After value: delay-seconds or an HTTP date
 // (a date in the past means now).

@@ -472,6 +472,9 @@ func TestTransportRetriesOnlyWhatCanChange(t *testing.T) {
 		{"connection refused", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, 3},
 		{"connection reset", &net.OpError{Op: "read", Err: syscall.ECONNRESET}, 3},
 		{"answer cut short", io.ErrUnexpectedEOF, 3},
+		// net/http's own error, unexported: the server closed the
+		// keep-alive connection the request went out on.
+		{"server closed the idle connection", errors.New("http: server closed idle connection"), 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var calls atomic.Int64
