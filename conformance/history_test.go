@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/anishathalye/porcupine"
+
+	"github.com/idemkit/idem"
 )
 
 // The History case's model, on hand-made histories: what it accepts is
@@ -26,6 +28,7 @@ func TestHistoryModel(t *testing.T) {
 	wonToken := func(token int64) histOutput { return histOutput{Result: resWon, Token: token} }
 	replay := func(resp string) histOutput { return histOutput{Result: resReplay, Resp: resp} }
 	is := func(r histResult) histOutput { return histOutput{Result: r} }
+	blind := histOutput{Result: resInFlight, Blind: true}
 	found := func(s histState) histOutput { return histOutput{Result: resRead, Rec: s} }
 	done := func(body int, resp string) histState { return histState{Phase: phaseDone, Body: body, Resp: resp} }
 	pending := func(body int, token int64) histState { return histState{Phase: phasePending, Body: body, Token: token} }
@@ -82,6 +85,25 @@ func TestHistoryModel(t *testing.T) {
 		{"in flight after a completion", []porcupine.Operation{
 			op(0, 0, 10, do(0, "a"), won("a")),
 			op(1, 20, 30, do(0, "b"), is(resInFlight)),
+		}, false},
+		{"blind in flight after a completion", []porcupine.Operation{
+			op(0, 0, 10, do(0, "a"), won("a")),
+			op(1, 20, 30, do(0, "b"), blind),
+			op(2, 40, 50, read, found(done(0, "a"))),
+		}, true},
+		{"blind in flight on a lease of the other body", []porcupine.Operation{
+			op(0, 0, 10, lease(1), wonToken(1)),
+			op(1, 20, 30, lease(0), blind),
+			op(2, 40, 50, read, found(pending(1, 1))),
+		}, true},
+		{"blind in flight changes nothing", []porcupine.Operation{
+			op(0, 0, 10, do(0, "a"), won("a")),
+			op(1, 20, 30, do(0, "b"), blind),
+			op(2, 40, 50, read, found(done(0, "b"))),
+		}, false},
+		{"in flight on a lease of the other body", []porcupine.Operation{
+			op(0, 0, 10, lease(1), wonToken(1)),
+			op(1, 20, 30, lease(0), is(resInFlight)),
 		}, false},
 		{"failed changes nothing", []porcupine.Operation{
 			op(0, 0, 10, do(0, "a"), is(resFailed)),
@@ -182,5 +204,28 @@ func TestHistoryModelPartitions(t *testing.T) {
 	ops[1].Output = histOutput{Result: resReplay, Resp: "x"}
 	if porcupine.CheckOperations(historyModel(), ops) {
 		t.Fatal("a replay on key b of key a's response: linearizable")
+	}
+}
+
+// TestHistoryOutcome: an InFlight is blind exactly when it holds no record
+// and is not Busy, as the store answers when the read after a wait that
+// ran out failed.
+func TestHistoryOutcome(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		res  idem.Result
+		want histOutput
+	}{
+		{"in flight, no record", idem.Result{Outcome: idem.InFlight}, histOutput{Result: resInFlight, Blind: true}},
+		{"in flight, busy", idem.Result{Outcome: idem.InFlight, Busy: true}, histOutput{Result: resInFlight}},
+		{"in flight, pending record", idem.Result{Outcome: idem.InFlight, Record: idem.Record{Key: "k"}}, histOutput{Result: resInFlight}},
+		{"replay", idem.Result{Outcome: idem.Replay, Record: idem.Record{Key: "k", Completed: true}}, histOutput{Result: resReplay}},
+		{"won", idem.Result{Outcome: idem.Won}, histOutput{Result: resWon}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := historyOutcome(tc.res); got != tc.want {
+				t.Errorf("historyOutcome(%+v) = %+v, want %+v", tc.res, got, tc.want)
+			}
+		})
 	}
 }

@@ -27,15 +27,23 @@ import (
 //   - unknown, rolled back: the transaction is rolled back and COMMIT
 //     reports an unknown outcome (the server never saw COMMIT).
 //
-// Commits take turns, so a connection the breaker broke is always the
-// COMMIT's that armed it (or, if that COMMIT never reached the wire, the
-// next one's), and the operation it belongs to is told.
+// COMMITs run at once, except while the breaker is armed: the COMMIT that
+// arms it runs alone, and so does every later one until a connection
+// breaks (the armed COMMIT may never reach the wire; the next one to do so
+// breaks). So a connection the breaker broke is always the COMMIT's that
+// ran alone while it was armed, and the operation it belongs to is told.
 type commitFaults[TTx any] struct {
 	dialect.Driver[TTx]
 	breaker *CommitBreaker[TTx]
 
-	// turns serialises commits, for attributing broken connections.
-	turns sync.Mutex
+	// turns lets unarmed COMMITs share it (RLock) and makes each COMMIT
+	// under an armed breaker take it alone (Lock).
+	turns sync.RWMutex
+	// armed says the breaker is armed and broke no connection yet; it is
+	// written with turns held alone.
+	armed atomic.Bool
+	// inFlight counts the COMMITs under way; maxInFlight is its peak.
+	inFlight, maxInFlight atomic.Int64
 
 	cuts, breaks, repliesLost, unknownRolledBack atomic.Int64
 	// ownUnknown and ownFailed count the COMMITs that failed with no fault
@@ -82,6 +90,9 @@ type faultRates struct {
 	cut float64
 	// unknown is the chance a COMMIT's outcome is made unknown.
 	unknown float64
+	// breaks is the share of the unknown outcomes that are real breaks,
+	// where a CommitBreaker is there.
+	breaks float64
 	// rolledBack is the share, among the unknown outcomes the wrapper
 	// simulates, of the COMMITs rolled back (the rest commit, their reply
 	// lost).
@@ -101,9 +112,9 @@ func (p *faultPlan) next() commitFault {
 	case u < p.rates.cut:
 		return faultCut
 	case u < p.rates.cut+p.rates.unknown:
-		// A real break two times in three where a breaker is there; else
-		// the simulated ones, in their shares.
-		if p.real && p.rng.IntN(3) < 2 {
+		// A real break in its share where a breaker is there; else the
+		// simulated ones, in their shares.
+		if p.real && p.rng.Float64() < p.rates.breaks {
 			return faultBreak
 		}
 		if p.rng.Float64() < p.rates.rolledBack {
@@ -170,17 +181,35 @@ func (f *commitFaults[TTx]) commit(ctx context.Context, tx dialect.Tx[TTx], plan
 		plan.note("COMMIT reported unknown, rolled back")
 		return dialect.Classified(dialect.ErrCommitUnknown, errUnknownNoCommit)
 	}
+	if f.breaker == nil {
+		return f.commitShared(ctx, tx, plan, fault)
+	}
+	if fault != faultBreak {
+		f.turns.RLock()
+		if !f.armed.Load() {
+			defer f.turns.RUnlock()
+			return f.commitShared(ctx, tx, plan, fault)
+		}
+		f.turns.RUnlock()
+	}
+	return f.commitAlone(ctx, tx, plan, fault)
+}
+
+// commitAlone commits while no other COMMIT runs: it arms the breaker for
+// a break, or meets the breaker an earlier COMMIT armed, and tells whether
+// its own connection broke.
+func (f *commitFaults[TTx]) commitAlone(ctx context.Context, tx dialect.Tx[TTx], plan *faultPlan, fault commitFault) error {
 	f.turns.Lock()
 	defer f.turns.Unlock()
-	before := 0
-	if f.breaker != nil {
-		before = f.breaker.Broken()
-		if fault == faultBreak {
-			f.breaker.Arm()
-		}
+	defer f.running()()
+	before := f.breaker.Broken()
+	if fault == faultBreak {
+		f.breaker.Arm()
+		f.armed.Store(true)
 	}
 	err := tx.Commit(ctx)
-	if f.breaker != nil && f.breaker.Broken() > before {
+	if f.breaker.Broken() > before {
+		f.armed.Store(false)
 		f.breaks.Add(1)
 		plan.note("COMMIT's connection broken after it left (%v): %v", fault, err)
 		return err
@@ -188,6 +217,32 @@ func (f *commitFaults[TTx]) commit(ctx context.Context, tx dialect.Tx[TTx], plan
 	if fault == faultBreak {
 		plan.note("breaker armed, but this COMMIT did not break a connection")
 	}
+	return f.outcome(plan, fault, err)
+}
+
+// commitShared commits while the breaker is not armed, as other COMMITs
+// may at the same time.
+func (f *commitFaults[TTx]) commitShared(ctx context.Context, tx dialect.Tx[TTx], plan *faultPlan, fault commitFault) error {
+	defer f.running()()
+	return f.outcome(plan, fault, tx.Commit(ctx))
+}
+
+// running counts a COMMIT under way until the function it returns is
+// called.
+func (f *commitFaults[TTx]) running() func() {
+	n := f.inFlight.Add(1)
+	for {
+		m := f.maxInFlight.Load()
+		if n <= m || f.maxInFlight.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	return func() { f.inFlight.Add(-1) }
+}
+
+// outcome is what a COMMIT that broke no connection returns: err, or the
+// lost reply the fault asks for.
+func (f *commitFaults[TTx]) outcome(plan *faultPlan, fault commitFault, err error) error {
 	switch {
 	case fault == faultReplyLost && err == nil:
 		f.repliesLost.Add(1)

@@ -17,6 +17,11 @@ import (
 //     held or done for another body; InFlight a key holding nothing (its
 //     holder had not committed, or SQLite's writer was busy) or pending
 //     for the same body, never a done one. Do never takes a pending key.
+//     A blind InFlight (no record, not Busy) is the store's answer when a
+//     claim's wait ran out and the read that followed it failed (a
+//     restart, a dropped connection), or found nothing committed: it says
+//     nothing of the key and is accepted in any state (had the read found
+//     a done key, the answer would have been Replay or Mismatch).
 //   - Lease(body): Won makes a key holding nothing pending with the
 //     returned token, or takes over (resumes) a pending one of the same
 //     body with a greater token; the losers answer as Do's do.
@@ -95,6 +100,9 @@ type histOutput struct {
 	Resp string
 	// Token is a won Lease's fencing token.
 	Token int64
+	// Blind marks an InFlight with no record that is not Busy: nothing was
+	// read of the key (see historyOutcome).
+	Blind bool
 	// Rec is what a Read found.
 	Rec histState
 }
@@ -188,7 +196,7 @@ func histStep(s histState, in histInput, out histOutput) []histState {
 			return stay
 		}
 	case resInFlight:
-		if s.Phase == phaseNone || s.Phase == phasePending && same {
+		if out.Blind || s.Phase == phaseNone || s.Phase == phasePending && same {
 			return stay
 		}
 	case resUnknown:
@@ -261,6 +269,8 @@ func describeHistOp(in histInput, out histOutput) string {
 		return fmt.Sprintf("%s -> %v %q", call, out.Result, out.Resp)
 	case out.Result == resWon && in.Kind == histLease:
 		return fmt.Sprintf("%s -> won token %d", call, out.Token)
+	case out.Result == resInFlight && out.Blind:
+		return fmt.Sprintf("%s -> in-flight, no record read", call)
 	}
 	return fmt.Sprintf("%s -> %v", call, out.Result)
 }

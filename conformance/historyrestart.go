@@ -34,8 +34,15 @@ const (
 )
 
 // historyRestarts is the schedule and the record of a history's restarts.
+// Restarts never overlap: one that falls due while another runs begins
+// when that one ends.
 type historyRestarts struct {
+	ctx     context.Context
 	restart func(ctx context.Context) error
+	// answers waits, within its context, until the server answers again.
+	answers func(ctx context.Context) error
+	// now is the history's clock.
+	now func() int64
 	// at are the operation numbers (counted as workers start them) that
 	// begin each restart.
 	at []int64
@@ -45,7 +52,10 @@ type historyRestarts struct {
 	// windows are the restarts so far, from when Restart was called to
 	// when the server answered again (end 0 while under way).
 	windows []restartWindow
+	// due counts the restarts that fell due while another ran.
+	due int
 	// up is closed when the restart under way ends; nil when none is.
+	// Each restart has a channel of its own.
 	up  chan struct{}
 	err []string
 }
@@ -53,14 +63,17 @@ type historyRestarts struct {
 type restartWindow struct {
 	begin, end int64
 	took       time.Duration
+	// postponed says the restart fell due while another ran.
+	postponed bool
 }
 
 // newHistoryRestarts schedules one or two restarts among n operations:
 // the first when between a sixth and two fifths of them started, the
-// second, if any, when between half and four fifths did.
-func newHistoryRestarts(seed uint64, n int, restart func(ctx context.Context) error) *historyRestarts {
+// second, if any, when between half and four fifths did. Each restart
+// calls restart, then answers, within ctx and historyRestartTimeout.
+func newHistoryRestarts(ctx context.Context, seed uint64, n int, restart, answers func(ctx context.Context) error, now func() int64) *historyRestarts {
 	rng := rand.New(rand.NewPCG(seed, 0x7e57a27))
-	r := &historyRestarts{restart: restart}
+	r := &historyRestarts{ctx: ctx, restart: restart, answers: answers, now: now}
 	spans := [][2]float64{{1.0 / 6, 0.4}, {0.5, 0.8}}
 	for i := range 1 + rng.IntN(2) {
 		lo, hi := spans[i][0], spans[i][1]
@@ -69,39 +82,67 @@ func newHistoryRestarts(seed uint64, n int, restart func(ctx context.Context) er
 	return r
 }
 
-// started is called as a worker starts operation number op (from 1): it
-// begins the restart scheduled there, in the background.
+// started is called as a worker starts operation number op (from 1).
 func (h *historyRun[TTx]) started(op int64) {
-	r := h.restarts
-	if r == nil || !slices.Contains(r.at, op) {
+	if h.restarts != nil {
+		h.restarts.started(op)
+	}
+}
+
+// started begins the restart scheduled at operation op, in the
+// background, or, while another runs, has it begin when that one ends.
+func (r *historyRestarts) started(op int64) {
+	if !slices.Contains(r.at, op) {
 		return
 	}
 	r.mu.Lock()
-	r.windows = append(r.windows, restartWindow{begin: h.now()})
-	i := len(r.windows) - 1
+	defer r.mu.Unlock()
+	if r.up != nil {
+		r.due++
+		return
+	}
+	i := r.beginLocked(false)
+	r.wg.Go(func() { r.run(i) })
+}
+
+// beginLocked opens the window of a restart beginning now, and its
+// channel.
+func (r *historyRestarts) beginLocked(postponed bool) int {
+	r.windows = append(r.windows, restartWindow{begin: r.now(), postponed: postponed})
 	r.up = make(chan struct{})
-	r.mu.Unlock()
-	r.wg.Go(func() { h.restartServer(i) })
+	return len(r.windows) - 1
+}
+
+// run runs restart i, then those that fell due meanwhile, one at a time.
+func (r *historyRestarts) run(i int) {
+	for {
+		err := r.restartServer()
+		r.mu.Lock()
+		r.windows[i].end = r.now()
+		r.windows[i].took = time.Duration(r.windows[i].end - r.windows[i].begin)
+		if err != nil {
+			r.err = append(r.err, fmt.Sprintf("restart %d: %v", i+1, err))
+		}
+		close(r.up)
+		r.up = nil
+		if r.due == 0 {
+			r.mu.Unlock()
+			return
+		}
+		r.due--
+		i = r.beginLocked(true)
+		r.mu.Unlock()
+	}
 }
 
 // restartServer restarts the server and waits until it answers again.
-func (h *historyRun[TTx]) restartServer(i int) {
-	r := h.restarts
-	began := time.Now()
-	ctx, cancel := context.WithTimeout(h.Ctx, historyRestartTimeout)
+func (r *historyRestarts) restartServer() error {
+	ctx, cancel := context.WithTimeout(r.ctx, historyRestartTimeout)
 	defer cancel()
-	err := r.restart(ctx)
-	if err == nil {
-		err = h.serverAnswers(ctx)
+	if err := r.restart(ctx); err != nil {
+		return err
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.windows[i].end, r.windows[i].took = h.now(), time.Since(began)
-	if err != nil {
-		r.err = append(r.err, fmt.Sprintf("restart %d: %v", i+1, err))
-	}
-	close(r.up)
-	r.up = nil
+	return r.answers(ctx)
 }
 
 // serverAnswers waits, within ctx, until a statement on the pool succeeds.
@@ -121,10 +162,13 @@ func (h *historyRun[TTx]) serverAnswers(ctx context.Context) error {
 
 // awaitServer waits until the restart under way, if any, ends.
 func (h *historyRun[TTx]) awaitServer(ctx context.Context) {
-	r := h.restarts
-	if r == nil {
-		return
+	if h.restarts != nil {
+		h.restarts.await(ctx)
 	}
+}
+
+// await waits, within ctx, until the restart under way, if any, ends.
+func (r *historyRestarts) await(ctx context.Context) {
 	r.mu.Lock()
 	up := r.up
 	r.mu.Unlock()
@@ -185,8 +229,12 @@ func (h *historyRun[TTx]) restartReport() []string {
 		for j, k := range names {
 			parts[j] = fmt.Sprintf("%s %d", k, counts[k])
 		}
-		lines = append(lines, fmt.Sprintf("restart %d of %d at operation %d: %v until the server answered; %d operations met it (%s)",
-			i+1, len(r.at), r.at[i], w.took.Round(time.Millisecond), met, strings.Join(parts, ", ")))
+		late := ""
+		if w.postponed {
+			late = " (postponed until the one before ended)"
+		}
+		lines = append(lines, fmt.Sprintf("restart %d of %d at operation %d%s: %v until the server answered; %d operations met it (%s)",
+			i+1, len(r.at), r.at[i], late, w.took.Round(time.Millisecond), met, strings.Join(parts, ", ")))
 	}
 	if len(r.windows) < len(r.at) {
 		lines = append(lines, fmt.Sprintf("only %d of %d restarts began (the history had fewer operations)", len(r.windows), len(r.at)))

@@ -107,7 +107,7 @@ func startRestartable(tb testing.TB, s *server, run runFunc, port string) *Resta
 			ctr = nil
 		}
 		r.ctr = ctr
-		if err == nil || !strings.Contains(err.Error(), "address already in use") {
+		if err == nil || !portTaken(err) {
 			break
 		}
 	}
@@ -146,6 +146,12 @@ func hostPortOf(dsn string) string {
 // the server recovers from at start. Either way its connections break and
 // the transactions in flight roll back, or commit if their COMMIT was under
 // way.
+//
+// Docker releases the fixed host port while the container is down; should
+// another process bind it meanwhile, the start fails with "address already
+// in use". Restart then tries to start the container again, a few times
+// (restartStartTries), in case that process lets the port go; one that
+// keeps it fails the restart.
 func (r *Restartable) Restart(ctx context.Context) error {
 	cli, err := docker(ctx)
 	if err != nil {
@@ -158,10 +164,33 @@ func (r *Restartable) Restart(ctx context.Context) error {
 	if n%2 == 0 {
 		opts.Signal, timeout = "SIGKILL", 0
 	}
-	if _, err := cli.ContainerRestart(ctx, r.ctr.GetContainerID(), opts); err != nil {
+	id := r.ctr.GetContainerID()
+	_, err = cli.ContainerRestart(ctx, id, opts)
+	for try := 1; err != nil && portTaken(err) && try < restartStartTries; try++ {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("restart the %s container (restart %d): %w (then: %w)", r.title, n, err, ctx.Err())
+		case <-time.After(restartStartPause):
+		}
+		_, err = cli.ContainerStart(ctx, id, client.ContainerStartOptions{})
+	}
+	if err != nil {
 		return fmt.Errorf("restart the %s container (restart %d): %w", r.title, n, err)
 	}
 	return nil
+}
+
+// restartStartTries is how many times Restart starts the container while
+// its host port is taken; restartStartPause is the pause between tries.
+const (
+	restartStartTries = 4
+	restartStartPause = 500 * time.Millisecond
+)
+
+// portTaken says err is Docker's failure to bind a host port another
+// process holds.
+func portTaken(err error) bool {
+	return strings.Contains(err.Error(), "address already in use")
 }
 
 // Restarts reports how many restarts were asked for.
