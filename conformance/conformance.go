@@ -161,6 +161,7 @@ func cases[TTx any]() []Case[TTx] {
 		{"LeaseFencingAcrossLifetimes", testLeaseFencingAcrossLifetimes[TTx]},
 		{"LeaseClaimsOnLiveLease", testLeaseClaimsOnLiveLease[TTx]},
 		{"LeaseReleaseNotUndone", testLeaseReleaseNotUndone[TTx]},
+		{"LeaseNeverWritesPlainClaim", testLeaseNeverWritesPlainClaim[TTx]},
 		{"LeaseInFlightCarriesLeaseEnd", testLeaseInFlightCarriesLeaseEnd[TTx]},
 		{"LeaseHolderWaitsItsOwnBound", testLeaseHolderWaitsItsOwnBound[TTx]},
 		{"DoLeaseStopsWhenLeaseUnknown", testDoLeaseStopsWhenLeaseUnknown[TTx]},

@@ -448,3 +448,45 @@ func testLeaseAccessors[TTx any](t *testing.T, b Backend[TTx]) {
 		e.Fatalf(req.Key, "Step's data after the caller changed what it got: %q, want ch_1 (a copy)", again)
 	}
 }
+
+// testLeaseNeverWritesPlainClaim: a stale holder whose token a claim made
+// in one transaction happens to carry (the key was deleted, claimed by Do,
+// expired, and claimed again by a transaction that committed without its
+// response) is refused: a fenced write takes only a record holding a
+// lease. Found by the model.
+func testLeaseNeverWritesPlainClaim[TTx any](t *testing.T, b Backend[TTx]) {
+	e, clk := leaseEnv(t, b, idem.Config{})
+	req := request("lease-plain", "x")
+	stale := e.acquire(e.Store, req, idem.Won)
+	if err := e.Store.ForceDelete(e.Ctx, req.Scope, req.Key); err != nil {
+		e.Fatalf(req.Key, "ForceDelete: %v", err)
+	}
+	e.do(e.Store, req, e.work("plain-do", created("do")))
+	clk.add(retention + time.Second)
+	tx := e.Begin()
+	cl, err := e.Store.Claim(e.Ctx, tx.Native(), req)
+	if err != nil || cl.Outcome != idem.Won {
+		e.Fatalf(req.Key, "Claim after the retention: %+v, %v, want Won", cl, err)
+	}
+	if err := tx.Commit(e.Ctx); err != nil { // committed without its response
+		e.Fatalf(req.Key, "Commit: %v", err)
+	}
+	rec, err := e.Store.Lookup(e.Ctx, req.Scope, req.Key)
+	if err != nil || rec.Completed || !rec.LeaseUntil.IsZero() {
+		e.Fatalf(req.Key, "record: %+v, %v, want pending without a lease", rec, err)
+	}
+	if err := stale.RecordStep(e.Ctx, "charged", nil, e.step("plain-step")); !errors.Is(err, idem.ErrLeaseLost) {
+		e.Fatalf(req.Key, "the stale holder's RecordStep (token %d) on a record claimed in one transaction (token %d): %v, want ErrLeaseLost",
+			stale.Token(), rec.Token, err)
+	}
+	if _, err := stale.Complete(e.Ctx, created("stale"), e.step("plain-final")); !errors.Is(err, idem.ErrLeaseLost) {
+		e.Fatalf(req.Key, "the stale holder's Complete: %v, want ErrLeaseLost", err)
+	}
+	if n := e.effectCount("plain-step") + e.effectCount("plain-final"); n != 0 {
+		e.Fatalf(req.Key, "the stale holder's writes: %d rows, want none", n)
+	}
+	after, err := e.Store.Lookup(e.Ctx, req.Scope, req.Key)
+	if err != nil || after.Completed || !after.LeaseUntil.IsZero() || after.Step != "" {
+		e.Fatalf(req.Key, "record after the stale writes: %+v, %v, want it unchanged", after, err)
+	}
+}

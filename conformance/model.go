@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -93,10 +94,16 @@ func (b *modelBudget) spent() bool {
 }
 
 // replaying reports whether rapid was told which sequence to run (a seed
-// or a fail file): then one rapid.Check runs it.
+// or a fail file, by flag or by rapid's environment variables): then one
+// rapid.Check runs it.
 func replaying() bool {
 	for _, name := range []string{"rapid.seed", "rapid.failfile"} {
 		if f := flag.Lookup(name); f != nil && f.Value.String() != f.DefValue {
+			return true
+		}
+	}
+	for _, name := range []string{"RAPID_SEED", "RAPID_FAILFILE"} {
+		if v := os.Getenv(name); v != "" && v != "0" {
 			return true
 		}
 	}
@@ -125,8 +132,18 @@ func testModel[TTx any](t *testing.T, b Backend[TTx]) {
 			if budget.spent() {
 				return
 			}
+			// A panic of the store under test fails the sequence as a
+			// failed check does: the budget must not cut rapid's
+			// shrinking short.
+			defer func() {
+				if p := recover(); p != nil {
+					budget.failing = true
+					panic(p)
+				}
+			}()
 			sequences++
-			r := &modelRun[TTx]{t: rt, ctx: ctx, e: e, clk: clk, stores: stores, m: newRefModel(), budget: budget}
+			r := &modelRun[TTx]{t: rt, ctx: ctx, e: e, clk: clk, stores: stores, m: newRefModel(), budget: budget, seq: sequences,
+				downstream: map[int]string{}, created: map[int]time.Time{}}
 			r.reset()
 			rt.Repeat(map[string]func(*rapid.T){
 				"Do":            r.do,
@@ -142,6 +159,7 @@ func testModel[TTx any](t *testing.T, b Backend[TTx]) {
 				"Purge":         r.purge,
 				"MoveClock":     r.moveClock,
 				"BadInput":      r.badInput,
+				"ExpiredLeases": r.expiredLeases,
 				"":              r.check,
 			})
 		})
@@ -169,10 +187,17 @@ type modelRun[TTx any] struct {
 	m       *refModel
 	holders []*modelHolder[TTx]
 	budget  *modelBudget
-	step    int
-	labels  int
+	// seq numbers the sequence in this run; it prefixes the sequence's
+	// effect labels, so that no sequence sees another's effects.
+	seq    int
+	step   int
+	labels int
 	// holderSeq numbers the lease claims won in this sequence.
 	holderSeq int
+	// downstream and created are, per intention, its downstream key for
+	// the first step and when it was claimed.
+	downstream map[int]string
+	created    map[int]time.Time
 }
 
 // modelHolder is a lease some step won, held or long lost.
@@ -186,23 +211,29 @@ type modelHolder[TTx any] struct {
 	ended bool
 }
 
-var (
-	// The second key is as long as a key may be.
-	modelSlots  = []slot{{"model-a", "k1"}, {"model-a", "k2" + strings.Repeat("-", idem.MaxKeyBytes-2)}, {"model-b", "k1"}}
-	modelBodies = []string{"x", "y"}
-	modelSteps  = []string{"charged", "shipped"}
-)
+// modelSlots are the keys a sequence uses: two in one scope (the second
+// as long as a key may be) and the first again in another scope.
+func modelSlots() []slot {
+	return []slot{{"model-a", "k1"}, {"model-a", "k2" + strings.Repeat("-", idem.MaxKeyBytes-2)}, {"model-b", "k1"}}
+}
+
+// modelBodies are the request bodies: two, so that a key is reused with
+// another request.
+func modelBodies() []string { return []string{"x", "y"} }
+
+// modelSteps are the recovery points a holder records.
+func modelSteps() []string { return []string{"charged", "shipped"} }
 
 // maxModelHolders bounds the holders a sequence keeps.
 const maxModelHolders = 6
 
-// reset empties the table, its token floor and the effects, and winds the
-// clock back, so every sequence starts from nothing.
+// reset empties the table and its token floor and winds the clock back, so
+// every sequence starts from nothing. (The effects stay: each sequence
+// labels its own.)
 func (r *modelRun[TTx]) reset() {
 	pool := r.e.Driver.Pool()
 	for _, stmt := range []string{
 		"DELETE FROM " + r.e.Table,
-		"DELETE FROM " + r.e.effects,
 		"UPDATE " + r.e.Table + "_fence SET max_deleted_token = 0 WHERE id = 1",
 	} {
 		if _, err := pool.Exec(r.ctx, stmt); err != nil {
@@ -220,6 +251,13 @@ func (r *modelRun[TTx]) fail(format string, args ...any) {
 	r.t.Fatalf("[%s] step %d: %s", r.e.Backend, r.step, fmt.Sprintf(format, args...))
 }
 
+// label is an effect row's label, within this sequence's.
+func (r *modelRun[TTx]) label(format string, args ...any) string {
+	return r.labelPrefix() + fmt.Sprintf(format, args...)
+}
+
+func (r *modelRun[TTx]) labelPrefix() string { return fmt.Sprintf("m%d:", r.seq) }
+
 // did logs a step as a line a person can read and replay.
 func (r *modelRun[TTx]) did(format string, args ...any) {
 	r.step++
@@ -228,11 +266,11 @@ func (r *modelRun[TTx]) did(format string, args ...any) {
 }
 
 func (r *modelRun[TTx]) drawSlot(t *rapid.T) slot {
-	return rapid.SampledFrom(modelSlots).Draw(t, "key")
+	return rapid.SampledFrom(modelSlots()).Draw(t, "key")
 }
 
 func (r *modelRun[TTx]) drawBody(t *rapid.T) string {
-	return rapid.SampledFrom(modelBodies).Draw(t, "body")
+	return rapid.SampledFrom(modelBodies()).Draw(t, "body")
 }
 
 func (r *modelRun[TTx]) drawStore(t *rapid.T) modelStore[TTx] {
@@ -291,37 +329,56 @@ func (r *modelRun[TTx]) check(*rapid.T) {
 }
 
 // checkRecords compares every key's live record, read outside any
-// transaction, with the model's. A pending record seen there always holds
-// a lease: a claim made in one transaction is never seen pending.
+// transaction, with the model's. A pending record seen there holds a lease,
+// unless the model knows its claim was committed without its response.
 func (r *modelRun[TTx]) checkRecords(when string) {
 	r.t.Helper()
+	if when != "" {
+		when = " " + when
+	}
 	now := r.clk.Now()
-	for _, s := range modelSlots {
+	for _, s := range modelSlots() {
 		got, err := r.stores[0].store.Lookup(r.ctx, s.scope, s.key)
 		want := r.m.live(s, now)
 		if want == nil {
 			if !errors.Is(err, idem.ErrNotFound) {
-				r.fail("Lookup %s %s: %+v, %v; the model has no live record", s, when, got, err)
+				r.fail("Lookup %s%s: %+v, %v; the model has no live record", s, when, got, err)
 			}
 			continue
 		}
 		if err != nil {
-			r.fail("Lookup %s %s: %v; the model has %s", s, when, err, r.describeModel(s))
+			r.fail("Lookup %s%s: %v; the model has %s", s, when, err, r.describeModel(s))
 		}
-		if !got.Completed && got.LeaseUntil.IsZero() {
-			r.fail("Lookup %s %s: pending without a lease, outside the transaction that claimed it", s, when)
+		if !got.Completed && got.LeaseUntil.IsZero() && !want.abandoned {
+			r.fail("Lookup %s%s: pending without a lease, outside the transaction that claimed it", s, when)
 		}
-		same := got.Fingerprint == want.fingerprint && got.Completed == want.completed &&
-			got.CreatedAt.Equal(want.created) && got.ExpiresAt.Equal(want.expires) && got.Token == want.token &&
-			got.LeaseUntil.Equal(want.leaseUntil) && got.LeaseExpired == want.leaseEnded(now) &&
-			got.Step == want.step && string(got.StepData) == string(want.stepData) &&
-			(!want.completed || sameResponse(got.Response, want.response))
-		if !same {
-			r.fail("Lookup %s %s:\n  store: %s fingerprint ok %v\n  model: %s", s, when,
-				describeRecord(got.Completed, got.Response.Status, got.Response.Body, got.Token, got.CreatedAt, got.ExpiresAt, got.LeaseUntil, got.Step),
-				got.Fingerprint == want.fingerprint, r.describeModel(s))
+		if diff := recordDiff(got, want, now); diff != "" {
+			r.fail("Lookup %s%s differs from the model (%s):%s", s, when, r.describeModel(s), diff)
 		}
 	}
+}
+
+// recordDiff lists the fields of got that differ from the model's record.
+func recordDiff(got idem.Record, want *refRecord, now time.Time) string {
+	var b strings.Builder
+	field := func(name string, same bool, g, w any) {
+		if !same {
+			fmt.Fprintf(&b, "\n  %s: store %v, model %v", name, g, w)
+		}
+	}
+	field("fingerprint", got.Fingerprint == want.fingerprint, "", "another request's")
+	field("completed", got.Completed == want.completed, got.Completed, want.completed)
+	field("created", got.CreatedAt.Equal(want.created), got.CreatedAt, want.created)
+	field("expires", got.ExpiresAt.Equal(want.expires), got.ExpiresAt, want.expires)
+	field("token", got.Token == want.token, got.Token, want.token)
+	field("lease until", got.LeaseUntil.Equal(want.leaseUntil), got.LeaseUntil, want.leaseUntil)
+	field("lease expired", got.LeaseExpired == want.leaseEnded(now), got.LeaseExpired, want.leaseEnded(now))
+	field("step", got.Step == want.step, got.Step, want.step)
+	field("step data", bytes.Equal(got.StepData, want.stepData), got.StepData, want.stepData)
+	if want.completed {
+		field("response", sameResponse(got.Response, want.response), describeFullResponse(got.Response), describeFullResponse(want.response))
+	}
+	return b.String()
 }
 
 // checkEffects compares the committed effect rows with the model's: each
@@ -329,7 +386,7 @@ func (r *modelRun[TTx]) checkRecords(when string) {
 // refused or rolled-back call wrote.
 func (r *modelRun[TTx]) checkEffects() {
 	r.t.Helper()
-	rows, err := r.e.Driver.Pool().Query(r.ctx, "SELECT k, COUNT(*) FROM "+r.e.effects+" GROUP BY k")
+	rows, err := r.e.Driver.Pool().Query(r.ctx, "SELECT k, COUNT(*) FROM "+r.e.effects+" WHERE k LIKE '"+r.labelPrefix()+"%' GROUP BY k")
 	if err != nil {
 		r.fail("read effects: %v", err)
 	}
@@ -371,6 +428,12 @@ func (r *modelRun[TTx]) describeModel(s slot) string {
 	}
 	return fmt.Sprintf("body %q, %s, %s, token floor %d", rec.body, live,
 		describeRecord(rec.completed, rec.response.Status, rec.response.Body, rec.token, rec.created, rec.expires, rec.leaseUntil, rec.step), r.m.floor)
+}
+
+// describeFullResponse is a response with its header, for a record's
+// difference.
+func describeFullResponse(resp idem.Response) string {
+	return fmt.Sprintf("%s header %v", describeResponse(resp), resp.Header)
 }
 
 // describeResponse is a response for a step's line: its status and body,

@@ -66,7 +66,7 @@ func (r *modelRun[TTx]) purge(*rapid.T) {
 func (r *modelRun[TTx]) moveClock(t *rapid.T) {
 	now := r.clk.Now()
 	var ends []time.Time
-	for _, s := range modelSlots {
+	for _, s := range modelSlots() {
 		if rec := r.m.rows[s]; rec != nil {
 			for _, end := range []time.Time{rec.expires, rec.leaseUntil} {
 				if end.After(now) {

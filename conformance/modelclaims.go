@@ -18,9 +18,11 @@ import (
 
 // The kinds of function a Do step runs: each writes the intention's effect
 // row first, then answers or fails.
-var modelFuncs = []string{
-	"answers", "fails", "fails retryably once", "fails retryably twice", "fails retryably every time",
-	"answers with a status not stored", "answers too large",
+func modelFuncs() []string {
+	return []string{
+		"answers", "fails", "fails retryably once", "fails retryably twice", "fails retryably every time",
+		"answers with a status not stored", "answers too large",
+	}
 }
 
 // do runs Store.Do with a function that writes the intention's effect row
@@ -28,7 +30,7 @@ var modelFuncs = []string{
 // fails as drawn.
 func (r *modelRun[TTx]) do(t *rapid.T) {
 	s, body, st := r.drawSlot(t), r.drawBody(t), r.drawStore(t)
-	kind := rapid.SampledFrom(modelFuncs).Draw(t, "function")
+	kind := rapid.SampledFrom(modelFuncs()).Draw(t, "function")
 	work := rapid.SampledFrom([]time.Duration{0, 0, 10 * time.Second, modelLease}).Draw(t, "the work takes")
 	var resp idem.Response
 	switch kind {
@@ -42,7 +44,7 @@ func (r *modelRun[TTx]) do(t *rapid.T) {
 	failures := map[string]int{"fails retryably once": 1, "fails retryably twice": 2, "fails retryably every time": modelAttempts}[kind]
 	now := r.clk.Now()
 	want, _ := r.m.claimOutcome(s, body, now, false)
-	label := fmt.Sprintf("i%d", r.nextIntention())
+	label := r.label("i%d", r.nextIntention())
 	calls := 0
 	var claimedAt time.Time
 	fn := func(ctx context.Context, tx TTx) (idem.Response, error) {
@@ -105,8 +107,14 @@ func (r *modelRun[TTx]) lost(op string, s slot, want idem.Outcome, res idem.Resu
 	if err != nil || res.Outcome != want {
 		r.fail("%s on %s: %v, %v; the model says %v (record: %s)", op, s, res.Outcome, err, want, r.describeModel(s))
 	}
-	if want == idem.Replay && !sameResponse(res.Response, r.m.rows[s].response) {
-		r.fail("%s on %s replayed %s, want the winner's stored %s", op, s, describeResponse(res.Response), describeResponse(r.m.rows[s].response))
+	rec := r.m.rows[s]
+	if want == idem.Replay && !sameResponse(res.Response, rec.response) {
+		r.fail("%s on %s replayed %s, want the winner's stored %s", op, s, describeResponse(res.Response), describeResponse(rec.response))
+	}
+	// The loser's record is the one it lost to (its lease end tells a
+	// client when to retry).
+	if diff := recordDiff(res.Record, rec, r.clk.Now()); diff != "" {
+		r.fail("%s on %s: the %v's record differs from the model (%s):%s", op, s, want, r.describeModel(s), diff)
 	}
 }
 
@@ -116,7 +124,8 @@ func (r *modelRun[TTx]) lost(op string, s slot, want idem.Outcome, res idem.Resu
 // not visible before COMMIT.
 func (r *modelRun[TTx]) claimInTx(t *rapid.T) {
 	s, body := r.drawSlot(t), r.drawBody(t)
-	finish := rapid.SampledFrom([]string{"complete and commit", "complete and roll back", "roll back"}).Draw(t, "finish")
+	finish := rapid.SampledFrom([]string{"complete and commit", "complete and roll back", "roll back",
+		"commit without completing"}).Draw(t, "finish")
 	work := rapid.SampledFrom([]time.Duration{0, 10 * time.Second}).Draw(t, "the work takes")
 	resp := r.drawResponse(t)
 	now := r.clk.Now()
@@ -140,18 +149,19 @@ func (r *modelRun[TTx]) claimInTx(t *rapid.T) {
 	if cl.Outcome != idem.Won {
 		r.fail("Claim on %s: %v, the model says Won (record: %s)", s, cl.Outcome, r.describeModel(s))
 	}
-	label := fmt.Sprintf("i%d", r.nextIntention())
+	label := r.label("i%d", r.nextIntention())
 	if err := r.e.effect(r.ctx, tx.Native(), label); err != nil {
 		r.fail("effect: %v", err)
 	}
 	r.clk.add(work)
-	if finish != "roll back" {
+	completes := finish == "complete and commit" || finish == "complete and roll back"
+	if completes {
 		if err := cl.Complete(r.ctx, resp); err != nil {
 			r.fail("Complete on %s: %v", s, err)
 		}
 	}
 	r.checkRecords("while the caller's transaction is open")
-	if finish != "complete and commit" {
+	if finish == "complete and roll back" || finish == "roll back" {
 		if err := tx.Rollback(r.ctx); err != nil {
 			r.fail("Rollback: %v", err)
 		}
@@ -160,9 +170,15 @@ func (r *modelRun[TTx]) claimInTx(t *rapid.T) {
 	if err := tx.Commit(r.ctx); err != nil {
 		r.fail("Commit on %s: %v", s, err)
 	}
-	r.m.newIntention(s, body, now, modelRetention, 0, 0)
-	r.m.complete(s, resp, r.clk.Now(), modelRetention)
+	rec := r.m.newIntention(s, body, now, modelRetention, 0, 0)
 	r.m.effects[label] = 1
+	if !completes {
+		// A claim committed without its response: in flight until its
+		// retention passes, and then taken over.
+		rec.abandoned = true
+		return
+	}
+	r.m.complete(s, resp, r.clk.Now(), modelRetention)
 }
 
 // badInput claims a key that is not one (empty, too long, a control
@@ -170,16 +186,16 @@ func (r *modelRun[TTx]) claimInTx(t *rapid.T) {
 // ErrInvalidKey or ErrInvalidScope, and nothing runs or is written.
 func (r *modelRun[TTx]) badInput(t *rapid.T) {
 	bad := rapid.SampledFrom([]slot{
-		{modelSlots[0].scope, ""}, {modelSlots[0].scope, strings.Repeat("k", idem.MaxKeyBytes+1)},
-		{modelSlots[0].scope, "del\x7fkey"}, {modelSlots[0].scope, "new\nline"},
-		{"model\x01a", modelSlots[0].key}, {"model\ta", modelSlots[0].key},
+		{modelSlots()[0].scope, ""}, {modelSlots()[0].scope, strings.Repeat("k", idem.MaxKeyBytes+1)},
+		{modelSlots()[0].scope, "del\x7fkey"}, {modelSlots()[0].scope, "new\nline"},
+		{"model\x01a", modelSlots()[0].key}, {"model\ta", modelSlots()[0].key},
 	}).Draw(t, "bad key or scope")
 	want := idem.ErrInvalidKey
-	if bad.key == modelSlots[0].key {
+	if bad.key == modelSlots()[0].key {
 		want = idem.ErrInvalidScope
 	}
 	op := rapid.SampledFrom([]string{"Do", "Claim", "Lease"}).Draw(t, "call")
-	req := modelRequest(bad, modelBodies[0])
+	req := modelRequest(bad, modelBodies()[0])
 	ran := false
 	var err error
 	switch op {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/idemkit/idem"
 	"pgregory.net/rapid"
@@ -52,6 +53,21 @@ func (r *modelRun[TTx]) won(s slot, l *idem.Lease[TTx], rec *refRecord) {
 		r.fail("lease on %s: token %d until %s step %q %q; the model says token %d until %s step %q %q", s,
 			l.Token(), l.Until(), step, data, rec.token, rec.leaseUntil, rec.step, rec.stepData)
 	}
+	// The downstream key names the intention: the same for every holder
+	// of it, another for an intention claimed at another instant.
+	dk, err := l.DownstreamKey(modelSteps()[0])
+	if err != nil {
+		r.fail("DownstreamKey on %s: %v", s, err)
+	}
+	if first, ok := r.downstream[rec.intention]; ok && first != dk {
+		r.fail("lease on %s: downstream key %s, but the intention's first holder had %s", s, dk, first)
+	}
+	for i, other := range r.downstream {
+		if i != rec.intention && other == dk && !r.created[i].Equal(rec.created) {
+			r.fail("lease on %s: downstream key %s is intention %d's, claimed at another instant", s, dk, i)
+		}
+	}
+	r.downstream[rec.intention], r.created[rec.intention] = dk, rec.created
 	h := &modelHolder[TTx]{id: rec.holder, name: fmt.Sprintf("holder %d (%s token %d)", rec.holder, s, l.Token()), slot: s,
 		lease: l, intention: rec.intention}
 	r.holders = append(r.holders, h)
@@ -98,11 +114,11 @@ func (r *modelRun[TTx]) extend(t *rapid.T) {
 // effect row, or fails.
 func (r *modelRun[TTx]) recordStep(t *rapid.T) {
 	h := r.drawHolder(t)
-	step := rapid.SampledFrom(modelSteps).Draw(t, "step")
+	step := rapid.SampledFrom(modelSteps()).Draw(t, "step")
 	data := rapid.SliceOfN(rapid.Byte(), 0, 8).Draw(t, "data")
 	fails := rapid.Bool().Draw(t, "function fails")
 	r.labels++
-	label := fmt.Sprintf("i%d/%s%d", h.intention, step, r.labels)
+	label := r.label("i%d/%s%d", h.intention, step, r.labels)
 	ran := false
 	err := h.lease.RecordStep(r.ctx, step, data, func(ctx context.Context, tx TTx) error {
 		ran = true
@@ -147,7 +163,7 @@ func (r *modelRun[TTx]) leaseComplete(t *rapid.T) {
 	default:
 		resp = idem.Response{Status: http.StatusCreated, Body: make([]byte, modelMaxBody+1)}
 	}
-	label := fmt.Sprintf("i%d", h.intention)
+	label := r.label("i%d", h.intention)
 	ran := false
 	res, err := h.lease.Complete(r.ctx, resp, func(ctx context.Context, tx TTx) error {
 		ran = true
@@ -221,5 +237,28 @@ func (r *modelRun[TTx]) resume(t *rapid.T) {
 		}
 		r.holderSeq++
 		r.won(s, l, r.m.resume(s, now, modelLease, r.holderSeq))
+	}
+}
+
+// expiredLeases lists the records whose lease ended before their work
+// completed, while their retention runs: the model's, exactly.
+func (r *modelRun[TTx]) expiredLeases(*rapid.T) {
+	recs, err := r.stores[0].store.ExpiredLeases(r.ctx, 10)
+	now := r.clk.Now()
+	var want []string
+	for _, s := range modelSlots() {
+		if rec := r.m.live(s, now); rec != nil && rec.pending() && rec.leaseEnded(now) {
+			want = append(want, fmt.Sprintf("%s token %d", s, rec.token))
+		}
+	}
+	var got []string
+	for _, rec := range recs {
+		got = append(got, fmt.Sprintf("%s token %d", slot{rec.Scope, rec.Key}, rec.Token))
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	r.did("ExpiredLeases: %v, err %v", got, err)
+	if err != nil || !slices.Equal(got, want) {
+		r.fail("ExpiredLeases: %v, %v; the model has %v", got, err, want)
 	}
 }

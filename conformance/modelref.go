@@ -46,6 +46,9 @@ type refRecord struct {
 	// holder is the lease claim that won the record last (0: none): the
 	// only one whose writes it takes, whatever the tokens say.
 	holder int
+	// abandoned: claimed in the caller's transaction, which committed
+	// without the response (a user's bug the store must still survive).
+	abandoned bool
 }
 
 func (r *refRecord) live(now time.Time) bool { return now.Before(r.expires) }
@@ -155,7 +158,7 @@ func (m *refModel) extend(s slot, now time.Time, lease time.Duration) {
 // complete stores resp as the slot's outcome.
 func (m *refModel) complete(s slot, resp idem.Response, now time.Time, retention time.Duration) {
 	r := m.rows[s]
-	r.completed, r.response = true, storedForm(resp)
+	r.completed, r.response, r.abandoned = true, storedForm(resp), false
 	r.expires = now.Add(retention)
 	r.leaseUntil = time.Time{}
 }

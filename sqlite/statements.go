@@ -103,7 +103,9 @@ func newLeaseStatements(n, fence string) leaseStatements {
 	// ?1 scope, ?2 key, ?3 token, ?4 fingerprint, ?5 now, then each
 	// statement's own.
 	fenceNow := now("?5")
-	fenced := `WHERE scope = ?1 AND idem_key = ?2 AND token = ?3 AND fingerprint = ?4 AND status IS NULL`
+	// A record claimed in one transaction holds no lease (lease_until NULL)
+	// and may carry a stale holder's token: fenced writes never take it.
+	fenced := `WHERE scope = ?1 AND idem_key = ?2 AND token = ?3 AND fingerprint = ?4 AND status IS NULL AND lease_until IS NOT NULL`
 	return leaseStatements{
 		insert: `INSERT INTO ` + n + ` (scope, idem_key, fingerprint, status, header, body, created_at, expires_at, token, lease_until)
 VALUES (?1, ?2, ?3, NULL, NULL, NULL, ` + claimNow + `, MAX(` + claimNow + ` + ?5, ` + claimNow + ` + ?6), ` + floor + ` + 1, ` + claimNow + ` + ?6)
@@ -132,7 +134,7 @@ RETURNING lease_until`,
 		// ?6 status, ?7 header, ?8 body, ?9 retention (µs).
 		complete: `UPDATE ` + n + ` SET status = ?6, header = ?7, body = ?8, expires_at = ` + fenceNow + ` + ?9, lease_until = NULL ` + fenced,
 
-		release: `UPDATE ` + n + ` SET lease_until = ` + fenceNow + ` ` + fenced + ` AND lease_until IS NOT NULL`,
+		release: `UPDATE ` + n + ` SET lease_until = ` + fenceNow + ` ` + fenced,
 
 		// ?1 now, ?2 limit.
 		expired: `SELECT ` + columns(now("?1")) + ` FROM ` + n + `

@@ -95,8 +95,10 @@ func mutate(ctx context.Context, listPath, run, test string, timeout time.Durati
 		return 2, errors.New("no mutants to run")
 	}
 	if test != "" {
+		// Another command may kill what the list calls a survivor, or
+		// spare what it does not: the notes are for the mutant's own.
 		for i := range mutants {
-			mutants[i].test = test
+			mutants[i].test, mutants[i].survives = test, ""
 		}
 	}
 
