@@ -13,7 +13,9 @@ type quietTB struct {
 	failures []string
 }
 
-func (q *quietTB) Errorf(format string, args ...any) { q.failures = append(q.failures, fmt.Sprintf(format, args...)) }
+func (q *quietTB) Errorf(format string, args ...any) {
+	q.failures = append(q.failures, fmt.Sprintf(format, args...))
+}
 func (q *quietTB) Error(args ...any)                 { q.failures = append(q.failures, fmt.Sprint(args...)) }
 func (q *quietTB) Fatalf(format string, args ...any) { q.Errorf(format, args...) }
 func (q *quietTB) Fatal(args ...any)                 { q.Error(args...) }
