@@ -37,6 +37,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -212,7 +213,28 @@ func (m mutant) run(ctx context.Context, dir string, timeout time.Duration) (out
 		return nil, nil, err
 	}
 	out, testErr = runTest(ctx, dir, m.test, timeout)
+	if err := removeFailFiles(dir); err != nil {
+		return out, testErr, err
+	}
 	return out, testErr, os.WriteFile(path, orig, 0o600)
+}
+
+// removeFailFiles deletes the fail files rapid saved in the copy
+// (testdata/rapid of any package): rapid replays them on its next run, so
+// one mutant's failure would be tried against every mutant after it.
+func removeFailFiles(dir string) error {
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		if d.Name() == "rapid" && filepath.Base(filepath.Dir(path)) == "testdata" {
+			if err := os.RemoveAll(path); err != nil {
+				return err
+			}
+			return filepath.SkipDir
+		}
+		return nil
+	})
 }
 
 // notBuilt reports whether go test's output says a package did not build
