@@ -291,7 +291,8 @@ func (s *Store[TTx]) Delete(ctx context.Context, scope, key string) error {
 // response, say). If that request is in fact still running, its completion
 // fails and rolls back, and a retry does the work: with ErrNotClaimed in
 // Do and Store.Claim; with ErrLeaseLost in lease mode, even once the key
-// was claimed afresh (a key's fencing tokens never repeat). It returns
+// was claimed afresh (a key's lease tokens never repeat, and a record
+// claimed in one transaction takes no lease holder's writes). It returns
 // ErrNotFound when there is no record.
 func (s *Store[TTx]) ForceDelete(ctx context.Context, scope, key string) error {
 	return s.delete(ctx, scope, key, true)

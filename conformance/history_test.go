@@ -207,23 +207,25 @@ func TestHistoryModelPartitions(t *testing.T) {
 	}
 }
 
-// TestHistoryOutcome: an InFlight is blind exactly when it holds no record
-// and is not Busy, as the store answers when the read after a wait that
-// ran out failed.
+// TestHistoryOutcome: an InFlight is blind exactly when reads may fail (a
+// restart), it holds no record and is not Busy, as the store answers when
+// the read after a wait that ran out failed.
 func TestHistoryOutcome(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		res  idem.Result
-		want histOutput
+		name         string
+		res          idem.Result
+		readsMayFail bool
+		want         histOutput
 	}{
-		{"in flight, no record", idem.Result{Outcome: idem.InFlight}, histOutput{Result: resInFlight, Blind: true}},
-		{"in flight, busy", idem.Result{Outcome: idem.InFlight, Busy: true}, histOutput{Result: resInFlight}},
-		{"in flight, pending record", idem.Result{Outcome: idem.InFlight, Record: idem.Record{Key: "k"}}, histOutput{Result: resInFlight}},
-		{"replay", idem.Result{Outcome: idem.Replay, Record: idem.Record{Key: "k", Completed: true}}, histOutput{Result: resReplay}},
-		{"won", idem.Result{Outcome: idem.Won}, histOutput{Result: resWon}},
+		{"in flight, no record, restarts", idem.Result{Outcome: idem.InFlight}, true, histOutput{Result: resInFlight, Blind: true}},
+		{"in flight, no record, no restarts", idem.Result{Outcome: idem.InFlight}, false, histOutput{Result: resInFlight}},
+		{"in flight, busy", idem.Result{Outcome: idem.InFlight, Busy: true}, true, histOutput{Result: resInFlight}},
+		{"in flight, pending record", idem.Result{Outcome: idem.InFlight, Record: idem.Record{Key: "k"}}, true, histOutput{Result: resInFlight}},
+		{"replay", idem.Result{Outcome: idem.Replay, Record: idem.Record{Key: "k", Completed: true}}, true, histOutput{Result: resReplay}},
+		{"won", idem.Result{Outcome: idem.Won}, true, histOutput{Result: resWon}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := historyOutcome(tc.res); got != tc.want {
+			if got := historyOutcome(tc.res, tc.readsMayFail); got != tc.want {
 				t.Errorf("historyOutcome(%+v) = %+v, want %+v", tc.res, got, tc.want)
 			}
 		})

@@ -140,12 +140,14 @@ func (h *historyRun[TTx]) classify(op, key string, lost leaseLost, err error) hi
 	return resUnknown
 }
 
-// historyOutcome is how an outcome appears in the history: InFlight
-// without a record (and not Busy) is blind, since the store answers it too
-// when the read after a wait that ran out failed (see histOutput.Blind).
-func historyOutcome(r idem.Result) histOutput {
+// historyOutcome is how an outcome appears in the history. Where reads
+// may fail (the server restarts during the run), InFlight without a record
+// (and not Busy) is blind: the store answers it too when the read after a
+// wait that ran out failed (see histOutput.Blind). Elsewhere it means no
+// committed record held the key, and the model holds the store to that.
+func historyOutcome(r idem.Result, readsMayFail bool) histOutput {
 	out := histOutput{Result: map[idem.Outcome]histResult{idem.Won: resWon, idem.Replay: resReplay, idem.Mismatch: resMismatch, idem.InFlight: resInFlight}[r.Outcome]}
-	out.Blind = r.Outcome == idem.InFlight && !r.Busy && r.Record.Key == ""
+	out.Blind = readsMayFail && r.Outcome == idem.InFlight && !r.Busy && r.Record.Key == ""
 	return out
 }
 
@@ -176,7 +178,7 @@ func (h *historyRun[TTx]) do(ctx context.Context, w int, key string, body int, r
 		h.unexpectedf("Do on key %q: won but not committed", key)
 		out.Result = resUnknown
 	default:
-		out = historyOutcome(res)
+		out = historyOutcome(res, h.restarts != nil)
 		if out.Result == resWon || out.Result == resReplay {
 			out.Resp = historyResp(res.Response)
 		}
@@ -240,7 +242,7 @@ func (h *historyRun[TTx]) acquire(ctx context.Context, w int, key string, body i
 	if err != nil {
 		out.Result = h.classify("Lease", key, lostUnexpected, err)
 	} else {
-		out = historyOutcome(l.Result)
+		out = historyOutcome(l.Result, h.restarts != nil)
 		switch l.Outcome {
 		case idem.Won:
 			out.Token = l.Token()

@@ -77,7 +77,16 @@ func newHistoryRestarts(ctx context.Context, seed uint64, n int, restart, answer
 	spans := [][2]float64{{1.0 / 6, 0.4}, {0.5, 0.8}}
 	for i := range 1 + rng.IntN(2) {
 		lo, hi := spans[i][0], spans[i][1]
-		r.at = append(r.at, int64(float64(n)*(lo+(hi-lo)*rng.Float64())))
+		// Operations count from 1; each restart has an operation of its
+		// own, even in a short history.
+		at := max(int64(float64(n)*(lo+(hi-lo)*rng.Float64())), 1)
+		if len(r.at) > 0 {
+			at = max(at, r.at[len(r.at)-1]+1)
+		}
+		if at > int64(n) {
+			break
+		}
+		r.at = append(r.at, at)
 	}
 	return r
 }

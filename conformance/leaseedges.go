@@ -475,6 +475,12 @@ func testLeaseNeverWritesPlainClaim[TTx any](t *testing.T, b Backend[TTx]) {
 	if err != nil || rec.Completed || !rec.LeaseUntil.IsZero() {
 		e.Fatalf(req.Key, "record: %+v, %v, want pending without a lease", rec, err)
 	}
+	if rec.Token != stale.Token() {
+		// The guard is still required; this backend numbers a takeover
+		// in one transaction differently, so the case cannot show it.
+		t.Logf("[%s] the record claimed in one transaction has token %d, the stale holder %d: the tokens alone refuse it here",
+			e.Backend, rec.Token, stale.Token())
+	}
 	if err := stale.RecordStep(e.Ctx, "charged", nil, e.step("plain-step")); !errors.Is(err, idem.ErrLeaseLost) {
 		e.Fatalf(req.Key, "the stale holder's RecordStep (token %d) on a record claimed in one transaction (token %d): %v, want ErrLeaseLost",
 			stale.Token(), rec.Token, err)

@@ -103,12 +103,10 @@ func replaying() bool {
 			return true
 		}
 	}
-	for _, name := range []string{"RAPID_SEED", "RAPID_FAILFILE"} {
-		if v := os.Getenv(name); v != "" && v != "0" {
-			return true
-		}
+	if v, err := strconv.ParseUint(os.Getenv("RAPID_SEED"), 0, 64); err == nil && v != 0 {
+		return true
 	}
-	return false
+	return os.Getenv("RAPID_FAILFILE") != ""
 }
 
 // testModel runs rapid's sequences against the reference model until the

@@ -222,6 +222,9 @@ func (r *modelRun[TTx]) resume(t *rapid.T) {
 		got = fmt.Sprintf("%v token %d", l.Outcome, l.Token())
 	}
 	r.did("Resume %s: %s err %v", s, got, err)
+	if rec != nil && (err != nil || l == nil) {
+		r.fail("Resume of %s: %v; the model has %s", s, err, r.describeModel(s))
+	}
 	switch {
 	case rec == nil:
 		if !errors.Is(err, idem.ErrNotFound) {

@@ -26,8 +26,8 @@ import (
 // same. A Dialect without Leaser cannot run lease mode: Store.Lease fails
 // with ErrInvalidConfig.
 //
-// Tokens never repeat for a key, across all its lifetimes: each table has
-// a token floor, the largest token of any record deleted from it (table
+// A key's lease tokens never repeat, across all its lifetimes: each table
+// has a token floor, the largest token of any record deleted from it (table
 // <name>_fence, made by the schema's migrations). Purge and Admin.Delete
 // raise it, in the transaction that deletes, to the largest token they
 // delete; a record that starts a new intention (InsertLease, TakeExpired)
@@ -36,14 +36,20 @@ import (
 // predate the commit of a delete the statement waited for. Records deleted
 // other than through Purge or Admin.Delete do not raise the floor; the
 // fingerprint in every fenced write still refuses a stale holder whose
-// request differs from the new intention's.
+// request differs from the new intention's. A record claimed in one
+// transaction (Dialect.Claim) takes the row's token plus one, floor or
+// not, and holds no lease: every fenced write (ExtendLease, RecordStep,
+// CompleteLease, ReleaseLease) takes only a record whose lease_until is
+// set, so a stale holder whose token such a record happens to carry is
+// refused.
 //
 // Invariants every implementation keeps:
 //
-//   - expires_at >= lease_until: a write that sets lease_until sets
-//     expires_at = max(expires_at, lease_until), so a record whose retention
-//     has passed never holds a live lease, and Purge (expires_at <= now)
-//     never deletes one;
+//   - expires_at >= lease_until: a write that sets lease_until to a
+//     lease's end sets expires_at = max(expires_at, lease_until), so a
+//     record whose retention has passed never holds a live lease, and Purge
+//     (expires_at <= now) never deletes one (ReleaseLease sets lease_until
+//     to now, an end already past);
 //   - a takeover sets a token greater than the row's; a new intention
 //     (InsertLease, TakeExpired) one greater than the floor as well; a
 //     single-transaction claim never holds a lease;
@@ -76,23 +82,25 @@ type Leaser interface {
 	ResumeLease(ctx context.Context, q Queryer, t Table, a LeaseArgs) (won bool, err error)
 
 	// ExtendLease moves the lease's end to a.Now+a.Lease and returns it.
-	// ErrLeaseLost when no pending record has a.Token and a.Fingerprint.
+	// ErrLeaseLost when no pending record holding a lease has a.Token and
+	// a.Fingerprint.
 	ExtendLease(ctx context.Context, q Queryer, t Table, a FenceArgs) (until time.Time, err error)
 
 	// RecordStep stores a.Step and a.Data as the record's last recovery
 	// point and extends the lease like ExtendLease, returning its new end.
-	// ErrLeaseLost when no pending record has a.Token and a.Fingerprint.
+	// ErrLeaseLost when no pending record holding a lease has a.Token and
+	// a.Fingerprint.
 	RecordStep(ctx context.Context, q Queryer, t Table, a StepArgs) (until time.Time, err error)
 
 	// CompleteLease stores the response, ends the lease (lease_until NULL)
 	// and sets the expiry to a.Now+a.Retention, like Complete. ErrLeaseLost
-	// when no pending record has a.Token and a.Fingerprint.
+	// when no pending record holding a lease has a.Token and a.Fingerprint.
 	CompleteLease(ctx context.Context, q Queryer, t Table, a CompleteLeaseArgs) error
 
 	// ReleaseLease ends the lease at once (lease_until = now), keeping the
 	// token, the step and the pending state, so the next claim resumes the
-	// work. ErrLeaseLost when no pending record has a.Token and
-	// a.Fingerprint.
+	// work. ErrLeaseLost when no pending record holding a lease has a.Token
+	// and a.Fingerprint.
 	ReleaseLease(ctx context.Context, q Queryer, t Table, a FenceArgs) error
 
 	// ExpiredLeases lists up to a.Limit pending records whose lease has

@@ -213,10 +213,7 @@ func (m mutant) run(ctx context.Context, dir string, timeout time.Duration) (out
 		return nil, nil, err
 	}
 	out, testErr = runTest(ctx, dir, m.test, timeout)
-	if err := removeFailFiles(dir); err != nil {
-		return out, testErr, err
-	}
-	return out, testErr, os.WriteFile(path, orig, 0o600)
+	return out, testErr, errors.Join(os.WriteFile(path, orig, 0o600), removeFailFiles(dir))
 }
 
 // removeFailFiles deletes the fail files rapid saved in the copy
