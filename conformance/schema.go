@@ -110,7 +110,18 @@ func testMigrateAfterCrashBeforeVersion[TTx any](t *testing.T, b Backend[TTx]) {
 		}
 		req := request(fmt.Sprintf("crash-%d", k), "x")
 		e.do(store, req, e.work("crash", created("kept")))
-		e.Exec(e.Driver.Pool(), fmt.Sprintf("DELETE FROM %s WHERE version >= %d", table.Index("schema"), k))
+		// In a transaction of the driver's: a cluster node that reads
+		// causally applies every earlier commit at its BEGIN, so the
+		// DELETE meets all the versions Migrate recorded (a bare statement
+		// on a node still applying them deletes only some).
+		tx := e.Begin()
+		if _, err := tx.Exec(e.Ctx, fmt.Sprintf("DELETE FROM %s WHERE version >= %d", table.Index("schema"), k)); err != nil {
+			tx.Rollback(e.Ctx)
+			e.Fatalf(req.Key, "delete versions %d..%d: %v", k, latest, err)
+		}
+		if err := tx.Commit(e.Ctx); err != nil {
+			e.Fatalf(req.Key, "commit of the deleted versions: %v", err)
+		}
 		if err := store.Migrate(e.Ctx); err != nil {
 			e.Fatalf(req.Key, "Migrate with versions %d..%d in place but not recorded: %v", k, latest, err)
 		}
