@@ -158,6 +158,9 @@ func (d *Dialect) Lookup(ctx context.Context, q dialect.Queryer, t dialect.Table
 	if d.causalLookups {
 		err = causalReadError(err)
 	}
+	if err == nil && d.certified && inTransaction(q) {
+		err = stillInTransaction(ctx, q)
+	}
 	if err != nil || !found || expired {
 		return dialect.Record{}, false, err
 	}
