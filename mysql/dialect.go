@@ -158,7 +158,7 @@ func (d *Dialect) Lookup(ctx context.Context, q dialect.Queryer, t dialect.Table
 	if d.causalLookups {
 		err = causalReadError(err)
 	}
-	if err == nil && d.certified && inTransaction(q) {
+	if err == nil && d.causalLookups && inTransaction(q) {
 		err = stillInTransaction(ctx, q)
 	}
 	if err != nil || !found || expired {

@@ -32,8 +32,9 @@ import (
 // statement (about once in six runs of 300 operations). The session's later
 // statements then ran outside the rolled-back transaction, the claim's
 // read-back returned the other node's record and the empty COMMIT
-// succeeded. So on Galera a read inside a transaction ends by checking that
-// the session still runs one (stillInTransaction).
+// succeeded. So on MariaDB Galera a read inside a transaction ends by
+// checking that the session still runs one (stillInTransaction;
+// @@in_transaction is MariaDB's: Percona XtraDB Cluster goes unchecked).
 
 // causalPrefix makes one statement a causal read on Galera.
 const causalPrefix = "SET STATEMENT wsrep_sync_wait=1 FOR "
