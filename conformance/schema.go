@@ -30,6 +30,23 @@ func (e *env[TTx]) freshStore(suffix string) (*idem.Store[TTx], dialect.Table) {
 	return store, table
 }
 
+// execInTx runs one statement in a transaction of the driver's and commits
+// it, where a bare statement on the pool would do: a cluster node that reads
+// causally (Galera with wsrep_sync_wait=1) applies every earlier commit at
+// BEGIN, where the bare statement may run on a node that has not yet applied
+// what it depends on. what names the statement in a failure.
+func (e *env[TTx]) execInTx(key, what, query string, args ...any) {
+	e.T.Helper()
+	tx := e.Begin()
+	if _, err := tx.Exec(e.Ctx, query, args...); err != nil {
+		tx.Rollback(e.Ctx)
+		e.Fatalf(key, "%s: %v", what, err)
+	}
+	if err := tx.Commit(e.Ctx); err != nil {
+		e.Fatalf(key, "commit of %s: %v", what, err)
+	}
+}
+
 // testMigrateUpgradesUnversioned: a table made by the first version of the
 // schema (its DDL run by hand, nothing recorded) and holding records, written
 // the way that version wrote them, is upgraded in place: Migrate records it
@@ -110,18 +127,11 @@ func testMigrateAfterCrashBeforeVersion[TTx any](t *testing.T, b Backend[TTx]) {
 		}
 		req := request(fmt.Sprintf("crash-%d", k), "x")
 		e.do(store, req, e.work("crash", created("kept")))
-		// In a transaction of the driver's: a cluster node that reads
-		// causally applies every earlier commit at its BEGIN, so the
-		// DELETE meets all the versions Migrate recorded (a bare statement
-		// on a node still applying them deletes only some).
-		tx := e.Begin()
-		if _, err := tx.Exec(e.Ctx, fmt.Sprintf("DELETE FROM %s WHERE version >= %d", table.Index("schema"), k)); err != nil {
-			tx.Rollback(e.Ctx)
-			e.Fatalf(req.Key, "delete versions %d..%d: %v", k, latest, err)
-		}
-		if err := tx.Commit(e.Ctx); err != nil {
-			e.Fatalf(req.Key, "commit of the deleted versions: %v", err)
-		}
+		// The DELETE must meet all the versions Migrate recorded (a bare
+		// statement on a cluster node still applying them deletes only
+		// some).
+		e.execInTx(req.Key, fmt.Sprintf("delete versions %d..%d", k, latest),
+			fmt.Sprintf("DELETE FROM %s WHERE version >= %d", table.Index("schema"), k))
 		if err := store.Migrate(e.Ctx); err != nil {
 			e.Fatalf(req.Key, "Migrate with versions %d..%d in place but not recorded: %v", k, latest, err)
 		}
@@ -144,9 +154,9 @@ func testMigrateRefusesNewer[TTx any](t *testing.T, b Backend[TTx]) {
 	e := setup(t, b, idem.Config{})
 	schema := e.Driver.Dialect().Schema(mustTable(e, e.Table))
 	next := len(schema.Migrations) + 1
-	if _, err := e.Driver.Pool().Exec(e.Ctx, schema.RecordVersion, next, "from_the_future"); err != nil {
-		e.Fatalf("", "record version %d: %v", next, err)
-	}
+	// The version table is setup's Migrate's: a cluster node still
+	// applying that DDL has no such table yet.
+	e.execInTx("", fmt.Sprintf("record version %d", next), schema.RecordVersion, next, "from_the_future")
 	err := e.Store.Migrate(e.Ctx)
 	if !errors.Is(err, idem.ErrSchemaNewer) {
 		e.Fatalf("", "Migrate of a database at version %d (code knows %d) = %v, want ErrSchemaNewer", next, next-1, err)
