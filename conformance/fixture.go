@@ -28,10 +28,10 @@ type Backend[TTx any] struct {
 	// the schema stored them (its columns only, its time encoding), for the
 	// upgrade case. A backend whose schema has one version may leave it
 	// nil; the case then fails, saying so, once a second version exists.
-	// q is the driver's pool, which may have created table on another
-	// node of a cluster: on one whose nodes apply others' commits later,
-	// the insert must wait until its node has the table (on Galera,
-	// wsrep_sync_wait for INSERT).
+	// q is the driver's pool; the suite created table through it, maybe
+	// on another node of a cluster. On a cluster whose nodes apply others'
+	// commits later, the insert must wait until its node has the table (on
+	// Galera, wsrep_sync_wait for INSERT).
 	InsertLegacy func(ctx context.Context, q dialect.Queryer, table string, rows []LegacyRecord) error
 	// Migrate, when set, creates each case's table its own way before the
 	// case runs: a migration tool applying idem's files (package

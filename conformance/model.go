@@ -17,6 +17,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/dialect"
 )
 
 // The model: a second layer on the example cases. rapid draws sequences of
@@ -245,16 +246,25 @@ const maxModelHolders = 6
 
 // reset empties the table and its token floor and winds the clock back, so
 // every sequence starts from nothing. (The effects stay: each sequence
-// labels its own.)
+// labels its own.) In a transaction of the driver's: a cluster node that
+// reads causally applies every earlier commit at its BEGIN, so the DELETE
+// meets the records the last sequence committed on other nodes.
 func (r *modelRun[TTx]) reset() {
-	pool := r.e.Driver.Pool()
+	tx, err := r.e.Driver.Begin(r.ctx, dialect.BeginOptions{})
+	if err != nil {
+		r.fail("reset: begin: %v", err)
+	}
 	for _, stmt := range []string{
 		"DELETE FROM " + r.e.Table,
 		"UPDATE " + r.e.Table + "_fence SET max_deleted_token = 0 WHERE id = 1",
 	} {
-		if _, err := pool.Exec(r.ctx, stmt); err != nil {
+		if _, err := tx.Exec(r.ctx, stmt); err != nil {
+			_ = tx.Rollback(r.ctx)
 			r.fail("reset: %s: %v", stmt, err)
 		}
+	}
+	if err := tx.Commit(r.ctx); err != nil {
+		r.fail("reset: commit: %v", err)
 	}
 	r.clk.set(t0)
 }

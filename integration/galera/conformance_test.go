@@ -90,10 +90,11 @@ func TestConformance(t *testing.T) {
 
 // insertLegacy writes the first schema version's rows. Each INSERT waits
 // until its node has applied what the cluster committed before it
-// (wsrep_sync_wait bit 4: INSERT): the suite creates the table through the
-// pool, maybe on another node, and a node still behind that CREATE TABLE
-// answers 1146 (no such table). The pools' wsrep_sync_wait=1 makes only
-// reads wait.
+// (wsrep_sync_wait bit 4: INSERT; the server waits at PREPARE, before it
+// opens the table): the suite creates the table through the pool, maybe on
+// another node, and a node still behind that CREATE TABLE answers 1146 (no
+// such table). The pools' wsrep_sync_wait=1 makes only reads and BEGIN
+// wait.
 var insertLegacy = conformance.LegacyInserter("SET STATEMENT wsrep_sync_wait=4 FOR INSERT INTO `%s` (scope, idem_key, fingerprint, status, header, body, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
 	func(t time.Time) any { return t.UTC().Format("2006-01-02 15:04:05.000000") })
 

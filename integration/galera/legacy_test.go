@@ -43,10 +43,16 @@ func TestInsertLegacyWaitsForTable(t *testing.T) {
 			t.Fatalf("on n1: %s: %v", stmt, err)
 		}
 	}
+	// The premise: n2 has not applied the CREATE TABLE.
+	if _, err := open(t, containers.Galera(t).Nodes()[1], "").ExecContext(ctx, "SELECT COUNT(*) FROM "+table.Name()); err == nil {
+		t.Fatalf("n2 already has %s: its applier was not held", table.Name())
+	}
+	var releasedAt time.Time
 	released := make(chan struct{})
 	go func() {
 		defer close(released)
 		time.Sleep(time.Second)
+		releasedAt = time.Now()
 		release()
 	}()
 	now := time.Now().UTC().Truncate(time.Microsecond)
@@ -54,8 +60,12 @@ func TestInsertLegacyWaitsForTable(t *testing.T) {
 		Scope: "s", Key: "legacy", Fingerprint: make([]byte, 32),
 		CreatedAt: now, ExpiresAt: now.Add(time.Hour),
 	}})
+	done := time.Now()
 	<-released
 	if err != nil {
 		t.Fatalf("insert on n2 while it had not applied the CREATE TABLE: %v, want it to wait and succeed", err)
+	}
+	if done.Before(releasedAt) {
+		t.Fatalf("the insert on n2 ended %s before the hold did: it did not wait for the CREATE TABLE", releasedAt.Sub(done))
 	}
 }
