@@ -69,15 +69,8 @@ var errAbortedUnseen = dialect.Classified(dialect.ErrSerialization,
 // runs a transaction: the check a read inside a claim's transaction ends
 // with on a Galera node.
 func stillInTransaction(ctx context.Context, q dialect.Queryer) error {
-	rows, err := query(ctx, q, "SELECT @@in_transaction")
+	in, err := queryInt64(ctx, q, "SELECT @@in_transaction")
 	if err != nil {
-		return err
-	}
-	var in int64
-	if rows.Next() {
-		err = rows.Scan(&in)
-	}
-	if err := errors.Join(err, dialect.CloseRows(rows)); err != nil {
 		return err
 	}
 	if in != 1 {

@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 
@@ -111,4 +112,18 @@ func query(ctx context.Context, q dialect.Queryer, query string, args ...any) (d
 		return q.Query(ctx, s)
 	}
 	return q.Query(ctx, query, args...)
+}
+
+// queryInt64 runs a query of one integer column and returns the first
+// row's value, or 0 when there is no row.
+func queryInt64(ctx context.Context, q dialect.Queryer, stmt string, args ...any) (int64, error) {
+	rows, err := query(ctx, q, stmt, args...)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	if rows.Next() {
+		err = rows.Scan(&n)
+	}
+	return n, errors.Join(err, dialect.CloseRows(rows))
 }

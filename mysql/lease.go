@@ -43,15 +43,8 @@ func (d *Dialect) InsertLease(ctx context.Context, q dialect.Queryer, t dialect.
 // now that the row is held: every delete of the key's earlier records has
 // committed.
 func (d *Dialect) stampToken(ctx context.Context, q dialect.Queryer, s *statements, scope, key string) error {
-	rows, err := query(ctx, q, s.readFloor)
+	floor, err := queryInt64(ctx, q, s.readFloor)
 	if err != nil {
-		return err
-	}
-	var floor int64
-	if rows.Next() {
-		err = rows.Scan(&floor)
-	}
-	if err := errors.Join(err, dialect.CloseRows(rows)); err != nil {
 		return err
 	}
 	_, err = exec(ctx, q, s.lease.stampToken, floor, scope, key)
