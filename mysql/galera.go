@@ -35,6 +35,11 @@ import (
 // succeeded. So on MariaDB Galera a read inside a transaction ends by
 // checking that the session still runs one (stillInTransaction;
 // @@in_transaction is MariaDB's: Percona XtraDB Cluster goes unchecked).
+// Only transactions idem began have Commit, and only a lease claim reads
+// inside one, so only lease claims are checked: Do's and Store.Claim's
+// claims, the token stamp before the read-back, and a stale holder's
+// fenced writes with a function are not, and the check leaves a window
+// before COMMIT (the README's Galera section says what that can cost).
 
 // causalPrefix makes one statement a causal read on Galera.
 const causalPrefix = "SET STATEMENT wsrep_sync_wait=1 FOR "

@@ -55,7 +55,8 @@
 //     ran before its node applied another node's committed record, may win
 //     locally, and then fails with 1213 at a later statement or at COMMIT,
 //     which Do retries and replays. A won claim is final only once COMMIT
-//     succeeds.
+//     succeeds. Now and then the server reports that abort to no
+//     statement; only a lease claim checks for it (galera.go).
 //
 //   - Errors are classified by *mysql.MySQLError numbers, never by text.
 //
