@@ -401,15 +401,22 @@ func testLeaseMismatch[TTx any](t *testing.T, b Backend[TTx]) {
 	e.acquire(e.Store, request(req.Key, "other"), idem.Mismatch)
 }
 
+// heartbeatLease is the lease of the cases whose work outlasts it under
+// the heartbeat. The heartbeat beats every third of the lease and gives up
+// once no extension succeeded for 9/10 of it, so the lease bounds the round
+// trips: two extensions in a row may take 567 ms together here. (At 400 ms
+// they had 227 ms, which a CI run on two loaded cores once missed.)
+const heartbeatLease = time.Second
+
 // testDoLeaseHeartbeat: DoLease keeps the lease alive while slow work runs
 // (no takeover), and stores the work's answer.
 func testDoLeaseHeartbeat[TTx any](t *testing.T, b Backend[TTx]) {
-	const short = 400 * time.Millisecond
+	const short = heartbeatLease
 	e := setup(t, b, idem.Config{Lease: short, WaitBound: 50 * time.Millisecond})
 	req := request("lease-heartbeat", "x")
 	probed := make(chan idem.Outcome, 1)
 	res, err := e.Store.DoLease(e.Ctx, req, func(ctx context.Context, l *idem.Lease[TTx]) (idem.Response, error) {
-		time.Sleep(3 * short) // three leases long
+		time.Sleep(2 * short) // two leases long
 		other, err := e.Store.Lease(e.Ctx, req)
 		if err != nil {
 			return idem.Response{}, err

@@ -301,7 +301,7 @@ func testDoLeaseStopsWhenLeaseUnknown[TTx any](t *testing.T, b Backend[TTx]) {
 // heartbeat: work that goes on keeps its lease (a retry meanwhile is
 // InFlight, not a takeover), and its answer is stored.
 func testDoLeaseOutlivesHangUp[TTx any](t *testing.T, b Backend[TTx]) {
-	const leaseFor = 600 * time.Millisecond
+	const leaseFor = heartbeatLease
 	e := setup(t, b, idem.Config{WaitBound: 50 * time.Millisecond, Lease: leaseFor})
 	req := request("lease-hang-up", "x")
 	ctx, hangUp := context.WithCancel(e.Ctx)
@@ -309,7 +309,7 @@ func testDoLeaseOutlivesHangUp[TTx any](t *testing.T, b Backend[TTx]) {
 	var probe idem.Outcome
 	res, err := e.Store.DoLease(ctx, req, func(_ context.Context, l *idem.Lease[TTx]) (idem.Response, error) {
 		hangUp()                 // the client went away
-		time.Sleep(3 * leaseFor) // the work goes on regardless
+		time.Sleep(2 * leaseFor) // the work goes on regardless
 		other, err := e.Store.Lease(e.Ctx, req)
 		if err != nil {
 			return idem.Response{}, err
