@@ -145,23 +145,23 @@ func FuzzScope(f *testing.F) {
 	f.Add("\x00\xff\u2028", "POST", "/\t", uint8(1), uint8(1), uint8(7))
 	f.Fuzz(func(t *testing.T, principal, method, route string, c1, c2, c3 uint8) {
 		if !isToken(method) {
-			t.Skip("only configured methods, which are tokens, reach scopeOf")
+			t.Skip("only configured methods, which are tokens, reach Scope")
 		}
-		s := scopeOf(principal, method, route)
+		s := Scope(principal, method, route)
 		if err := (idem.Request{Scope: s, Key: "k"}).Validate(); err != nil {
-			t.Fatalf("scopeOf(%q, %q, %q) = %q: %v", principal, method, route, s, err)
+			t.Fatalf("Scope(%q, %q, %q) = %q: %v", principal, method, route, s, err)
 		}
 		p := []string{principal, route}
 		q := resplit(p, []uint8{c1})
-		if !equal(p, q) && scopeOf(q[0], method, q[1]) == s {
+		if !equal(p, q) && Scope(q[0], method, q[1]) == s {
 			t.Fatalf("principal/route %q and %q share the scope %q", p, q, s)
 		}
 		p = []string{method, route, principal}
 		q = resplit(p, []uint8{c2, c3})
-		if isToken(q[0]) && !equal(p, q) && scopeOf(q[2], q[0], q[1]) == s {
+		if isToken(q[0]) && !equal(p, q) && Scope(q[2], q[0], q[1]) == s {
 			t.Fatalf("method/route/principal %q and %q share the scope %q", p, q, s)
 		}
-		if other := method + "X"; scopeOf(principal, other, route) == s {
+		if other := method + "X"; Scope(principal, other, route) == s {
 			t.Fatalf("methods %q and %q share the scope %q", method, other, s)
 		}
 	})

@@ -61,8 +61,22 @@ type Config struct {
 	// method) and in the default fingerprint. Keep it a pattern, not the
 	// concrete path: a key reused on another resource of the same route is
 	// then a mismatch (422), not a fresh key. Default: DefaultRoute (the
-	// ServeMux pattern that matched, else "").
+	// route an adapter set with WithRoute, else the ServeMux pattern that
+	// matched). A protected request whose route is "" is refused (see
+	// Unrouted).
 	Route func(r *http.Request) string
+
+	// Unrouted accepts protected requests whose route is "": the handler
+	// wrapped is deliberately one endpoint with no router in front, or a
+	// whole mux whose targets may share one scope per principal and method
+	// (the default fingerprint still tells them apart, so a key reused on
+	// another target is a mismatch). Without it such a request gets 500
+	// "route-missing" and an ERROR log: the usual cause is the middleware
+	// installed before routing (around a ServeMux, or with a router's
+	// top-level Use), where it would also store the router's 404 as the
+	// answer of an unknown route. Wrap the handlers you register instead
+	// (chi: r.With or a Group's Use; echo: idemecho; gin: idemgin).
+	Unrouted bool
 
 	// Fingerprint hashes what the request asks for; the same key with
 	// another fingerprint gets 422. It gets the request, its route and the
@@ -194,19 +208,33 @@ func (m *Middleware[TTx]) WrapLease(next http.Handler) http.Handler {
 	return m.protect(next, m.serveLease)
 }
 
-func (m *Middleware[TTx]) protect(next http.Handler, serve func(http.ResponseWriter, *http.Request, http.Handler)) http.Handler {
+func (m *Middleware[TTx]) protect(next http.Handler, serve func(http.ResponseWriter, *http.Request, string, http.Handler)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !m.methods[r.Method] {
 			next.ServeHTTP(w, r)
 			return
 		}
-		serve(w, r, next)
+		route := m.cfg.Route(r)
+		if route == "" && !m.cfg.Unrouted {
+			m.unrouted(w, r)
+			return
+		}
+		serve(w, r, route, next)
 	})
+}
+
+// unrouted refuses a protected request that has no route (see
+// Config.Unrouted): 500 "route-missing", and an ERROR log naming the fix.
+func (m *Middleware[TTx]) unrouted(w http.ResponseWriter, r *http.Request) {
+	m.logger().LogAttrs(r.Context(), slog.LevelError, "idemhttp: refused a request with no route: the middleware runs before routing; wrap the handlers you register (chi: r.With or Group, echo: idemecho, gin: idemgin), or set Config.Unrouted if one scope per method is meant",
+		slog.String("method", r.Method), slog.String("path", r.URL.Path))
+	writeProblem(w, http.StatusInternalServerError, "route-missing",
+		"The service is misconfigured: this endpoint's idempotency protection does not know its route. Nothing was done.")
 }
 
 // prepare reads what identifies a protected request: its key, body and
 // principal. When one is missing or unusable it answers and reports false.
-func (m *Middleware[TTx]) prepare(w http.ResponseWriter, r *http.Request) (idem.Request, []byte, bool) {
+func (m *Middleware[TTx]) prepare(w http.ResponseWriter, r *http.Request, route string) (idem.Request, []byte, bool) {
 	w.Header().Set(HeaderRetention, m.retention)
 	key, err := keyFrom(r.Header)
 	switch {
@@ -240,17 +268,16 @@ func (m *Middleware[TTx]) prepare(w http.ResponseWriter, r *http.Request) (idem.
 			"This request carries an Idempotency-Key but no authenticated caller to scope it to, so it was refused. Nothing was done.")
 		return idem.Request{}, nil, false
 	}
-	route := m.cfg.Route(r)
 	return idem.Request{
-		Scope:       scopeOf(principal, r.Method, route),
+		Scope:       Scope(principal, r.Method, route),
 		Key:         key,
 		Fingerprint: m.cfg.Fingerprint(r, route, body),
 	}, body, true
 }
 
 // serve runs one protected request in one transaction (Wrap).
-func (m *Middleware[TTx]) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	req, body, ok := m.prepare(w, r)
+func (m *Middleware[TTx]) serve(w http.ResponseWriter, r *http.Request, route string, next http.Handler) {
+	req, body, ok := m.prepare(w, r, route)
 	if !ok {
 		return
 	}
@@ -265,8 +292,8 @@ func (m *Middleware[TTx]) serve(w http.ResponseWriter, r *http.Request, next htt
 }
 
 // serveLease runs one protected request in lease mode (WrapLease).
-func (m *Middleware[TTx]) serveLease(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	req, body, ok := m.prepare(w, r)
+func (m *Middleware[TTx]) serveLease(w http.ResponseWriter, r *http.Request, route string, next http.Handler) {
+	req, body, ok := m.prepare(w, r, route)
 	if !ok {
 		return
 	}

@@ -85,6 +85,7 @@ func TestConfiguredMethods(t *testing.T) {
 	mw, err := idemhttp.New(store, idemhttp.Config{
 		Principal: func(*http.Request) string { return "p" },
 		Methods:   []string{http.MethodPut},
+		Unrouted:  true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +114,7 @@ func TestConfiguredMethods(t *testing.T) {
 // TestTxType: Tx reports false for another transaction type.
 func TestTxType(t *testing.T) {
 	store := newStore(t)
-	mw, err := idemhttp.New(store, idemhttp.Config{Principal: func(*http.Request) string { return "p" }})
+	mw, err := idemhttp.New(store, idemhttp.Config{Principal: func(*http.Request) string { return "p" }, Unrouted: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,6 +152,7 @@ func TestPrincipalMissingIsLogged(t *testing.T) {
 	mw, err := idemhttp.New(newStore(t), idemhttp.Config{
 		Principal: func(*http.Request) string { return "" },
 		Logger:    slog.New(slog.NewTextHandler(&logged, nil)),
+		Unrouted:  true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -209,7 +211,7 @@ func TestReplayOfNoStatus(t *testing.T) {
 	if err := store.Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	mw, err := idemhttp.New(store, idemhttp.Config{Principal: func(*http.Request) string { return "p" }})
+	mw, err := idemhttp.New(store, idemhttp.Config{Principal: func(*http.Request) string { return "p" }, Unrouted: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,7 @@ func TestNoResponseIsLogged(t *testing.T) {
 			mw, err := idemhttp.New(newStore(t), idemhttp.Config{
 				Principal: func(*http.Request) string { return "p" },
 				Logger:    slog.New(slog.NewTextHandler(&logged, nil)),
+				Unrouted:  true,
 			})
 			if err != nil {
 				t.Fatal(err)

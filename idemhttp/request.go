@@ -1,7 +1,7 @@
 package idemhttp
 
 import (
-	"encoding/hex"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -74,13 +74,28 @@ func parseSFString(v string) (string, error) {
 	return "", fmt.Errorf("%w: quoted key has no closing '\"'", idem.ErrInvalidKey)
 }
 
-// DefaultRoute is the route of r when Config.Route is nil: the pattern of
-// the http.ServeMux entry that matched (r.Pattern, Go 1.22+), such as
-// "POST /invoices/{id}/pay". Without one (the middleware wraps a whole mux,
-// or a router that sets no pattern) it is "": every target of a principal
-// and method then shares one scope, and the fingerprint still tells the
-// targets apart, so a key reused on another resource is a mismatch.
+// routeKey is the context key of the route an adapter set with WithRoute.
+type routeKey struct{}
+
+// WithRoute returns a shallow copy of r that carries route, the route
+// template a router matched ("/orders/:id" in echo and gin,
+// "/orders/{id}" in chi). DefaultRoute prefers it to r.Pattern. The
+// framework adapters (idemecho, idemgin) call it; so can a router's own
+// middleware, once it has matched.
+func WithRoute(r *http.Request, route string) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), routeKey{}, route))
+}
+
+// DefaultRoute is the route of r when Config.Route is nil: the route set
+// with WithRoute, else the pattern of the http.ServeMux entry that matched
+// (r.Pattern, Go 1.22+), such as "POST /invoices/{id}/pay". It is "" when
+// the middleware runs before routing (it wraps a whole mux, or a router's
+// top-level Use): the middleware then refuses protected requests (see
+// Config.Unrouted).
 func DefaultRoute(r *http.Request) string {
+	if route, ok := r.Context().Value(routeKey{}).(string); ok && route != "" {
+		return route
+	}
 	return r.Pattern
 }
 
@@ -150,24 +165,14 @@ func requestHost(r *http.Request) string {
 	return r.URL.Host
 }
 
-// scopeOf builds the scope of a key: the method, then the route and the
-// principal quoted (so the framing is unambiguous and every byte printable):
+// Scope is the scope of a key sent by principal with method to route, as
+// the middleware builds it: idem.Scope with the principal first, then the
+// method and the quoted route,
 //
-//	POST "POST /orders" "tenant-7"
+//	"tenant-7" POST "/orders/{id}/pay"
 //
-// A scope longer than idem.MaxScopeBytes becomes "sha256:" and the hex of a
-// framed hash of the three parts; it cannot equal a quoted form, which
-// always holds a space.
-func scopeOf(principal, method, route string) string {
-	s := method + " " + strconv.Quote(route) + " " + strconv.Quote(principal)
-	if len(s) <= idem.MaxScopeBytes {
-		return s
-	}
-	var h idem.Hasher
-	h.AddString("idemhttp scope")
-	h.AddString(method)
-	h.AddString(route)
-	h.AddString(principal)
-	f := h.Sum()
-	return "sha256:" + hex.EncodeToString(f[:])
+// so idem.ScopePrefix(principal) selects one tenant's records, and the CLI
+// finds a record with -principal, -method and -route.
+func Scope(principal, method, route string) string {
+	return idem.Scope(principal, method+" "+strconv.Quote(route))
 }

@@ -111,7 +111,7 @@ func testQuotedKey[TTx any](t *testing.T, b conformance.Backend[TTx]) {
 		e.expectProblem(bad, e.send(call{key: bad, body: "x"}), http.StatusBadRequest, "key-invalid")
 	}
 	e.expectRows("quoted", 2, 2, 2)
-	rec, err := e.Store.Lookup(e.Ctx, `POST "/orders" "p1"`, `a"b`)
+	rec, err := e.Store.Lookup(e.Ctx, idemhttp.Scope("p1", http.MethodPost, "/orders"), `a"b`)
 	if err != nil || rec.Key != `a"b` {
 		e.Fatalf(`a"b`, "the stored key of the sf-string \"a\\\"b\": %+v, %v", rec, err)
 	}
