@@ -64,6 +64,10 @@ const (
 	// ran out (or was released) was taken over to resume the work: Token is
 	// the new fencing token, Step the last recovery point it resumes from.
 	EventTakeover
+	// EventKeyless: a transport in optional-key mode (idemhttp's
+	// Config.KeyOptional) let a request without a key through unprotected
+	// (Store.Keyless). Scope is the scope it would have had.
+	EventKeyless
 )
 
 // String names the kind ("claim", "retry", ...).
@@ -83,6 +87,8 @@ func (k EventKind) String() string {
 		return "purge"
 	case EventTakeover:
 		return "takeover"
+	case EventKeyless:
+		return "keyless"
 	}
 	return "EventKind(?)"
 }

@@ -197,7 +197,7 @@ func (s *Server[TTx]) serve(ctx context.Context, req any, method string, handler
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "idemgrpc: fingerprint failed", slog.String("method", method), slog.Any("error", err))
 		return nil, status.Error(codes.Internal, "the request could not be fingerprinted; nothing was done")
 	}
-	ireq := idem.Request{Scope: scopeOf(principal, method), Key: key, Fingerprint: fp}
+	ireq := idem.Request{Scope: Scope(principal, method), Key: key, Fingerprint: fp}
 
 	var last answer // the handler's last run
 	res, err := s.store.Do(ctx, ireq, func(ctx context.Context, tx TTx) (idem.Response, error) {
@@ -298,18 +298,15 @@ func keyFrom(ctx context.Context) (string, error) {
 	return keys[0], nil
 }
 
-// scopeOf is the scope of a call: the transport, the method and the
-// principal. It cannot be mistaken for an idemhttp scope (those begin with
-// an HTTP method and a quoted route).
-func scopeOf(principal, method string) string {
-	s := "grpc " + strconv.Quote(method) + " " + strconv.Quote(principal)
-	if len(s) <= idem.MaxScopeBytes {
-		return s
-	}
-	var h idem.Hasher
-	h.AddString("idemgrpc scope")
-	h.AddString(method)
-	h.AddString(principal)
-	f := h.Sum()
-	return fmt.Sprintf("grpc sha256:%x", f[:])
+// Scope is the scope of a call by principal to fullMethod, as the server
+// interceptor builds it: idem.Scope with the principal first, then "rpc:"
+// and the quoted method,
+//
+//	"tenant-7" rpc:"/orders.v1.Orders/Create"
+//
+// so idem.ScopePrefix(principal) selects one tenant's records over HTTP
+// and gRPC alike. The "rpc:" cannot begin an idemhttp scope's method (a
+// colon is not an HTTP token character).
+func Scope(principal, fullMethod string) string {
+	return idem.Scope(principal, "rpc:"+strconv.Quote(fullMethod))
 }

@@ -207,6 +207,30 @@ func TestPrincipalsIsolateKeys(t *testing.T) {
 	}
 }
 
+// TestScopeSelectsTenant: a call's record is stored under
+// idemgrpc.Scope(principal, method), which begins with the principal, so
+// idem.ScopePrefix lists one tenant's records and no other's.
+func TestScopeSelectsTenant(t *testing.T) {
+	o := newOrders(t, idem.Config{})
+	conn := bufServer(t, o.create, []grpc.UnaryServerInterceptor{newServer(t, o, idemgrpc.Config{}).UnaryInterceptor()})
+	for _, tenant := range []string{"acme", "acme-eu"} {
+		if _, _, err := call(t, conn, createOrder, map[string]any{"item": "book"}, idemgrpc.MetadataKey, "k1", "tenant", tenant); err != nil {
+			t.Fatalf("%s: %v", tenant, err)
+		}
+	}
+	page, err := o.store.List(t.Context(), idem.ListFilter{ScopePrefix: idem.ScopePrefix("acme")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := idemgrpc.Scope("acme", createOrder)
+	if len(page.Records) != 1 || page.Records[0].Scope != want {
+		t.Fatalf("acme's records: %+v, want one under %q", page.Records, want)
+	}
+	if want != `"acme" rpc:"/idemgrpc.test.Orders/Create"` {
+		t.Errorf("Scope = %q", want)
+	}
+}
+
 // TestStatusPolicy: an answer with a stored code (FailedPrecondition)
 // commits with the handler's writes and replays code, message and details;
 // one with a code that says "not now" (Unavailable) and a plain error are

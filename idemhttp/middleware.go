@@ -66,6 +66,17 @@ type Config struct {
 	// Unrouted).
 	Route func(r *http.Request) string
 
+	// KeyOptional lets a protected request without an Idempotency-Key
+	// header through untouched, for adopting keys gradually: next runs as
+	// if the middleware were not there, outside any transaction (Tx and
+	// Lease report false, so the handler opens its own, as before), nothing
+	// is stored, and the store's Observer sees an idem.EventKeyless
+	// (idemotel counts them in idem.keyless), so the share of clients
+	// without keys can be watched fall before keys become required. A
+	// request with a key is protected as usual, and a malformed key is
+	// still refused with 400.
+	KeyOptional bool
+
 	// Unrouted accepts protected requests whose route is "": the handler
 	// wrapped is deliberately one endpoint with no router in front, or a
 	// whole mux whose targets may share one scope per principal and method
@@ -217,6 +228,11 @@ func (m *Middleware[TTx]) protect(next http.Handler, serve func(http.ResponseWri
 		route := m.cfg.Route(r)
 		if route == "" && !m.cfg.Unrouted {
 			m.unrouted(w, r)
+			return
+		}
+		if m.cfg.KeyOptional && r.Header.Values(HeaderKey) == nil {
+			m.store.Keyless(r.Context(), Scope(m.cfg.Principal(r), r.Method, route))
+			next.ServeHTTP(w, r)
 			return
 		}
 		serve(w, r, route, next)

@@ -186,16 +186,28 @@ func TestDefaultStoreHeader(t *testing.T) {
 	}
 }
 
+// TestDefaultRoute: the route is the one WithRoute set, else the ServeMux
+// pattern without its method (the scope holds the method), else "".
 func TestDefaultRoute(t *testing.T) {
-	mux := http.NewServeMux()
-	var got string
-	mux.HandleFunc("POST /orders/{id}", func(w http.ResponseWriter, r *http.Request) { got = idemhttp.DefaultRoute(r) })
-	mux.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/orders/7", nil))
-	if got != "POST /orders/{id}" {
-		t.Errorf("route under a ServeMux = %q, want the pattern", got)
+	for _, tc := range []struct{ pattern, path, want string }{
+		{"POST /orders/{id}", "/orders/7", "/orders/{id}"},
+		{"/orders/{id}", "/orders/7", "/orders/{id}"},
+		{"POST example.com/orders/{id}", "http://example.com/orders/7", "example.com/orders/{id}"},
+	} {
+		mux := http.NewServeMux()
+		var got string
+		mux.HandleFunc(tc.pattern, func(w http.ResponseWriter, r *http.Request) { got = idemhttp.DefaultRoute(r) })
+		mux.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, tc.path, nil))
+		if got != tc.want {
+			t.Errorf("route under the ServeMux pattern %q = %q, want %q", tc.pattern, got, tc.want)
+		}
 	}
-	if got := idemhttp.DefaultRoute(httptest.NewRequest(http.MethodPost, "/orders/7?x=1", nil)); got != "" {
-		t.Errorf("route without a pattern = %q, want none (the fingerprint holds the path)", got)
+	r := httptest.NewRequest(http.MethodPost, "/orders/7?x=1", nil)
+	if got := idemhttp.DefaultRoute(r); got != "" {
+		t.Errorf("route without a pattern = %q, want none", got)
+	}
+	if got := idemhttp.DefaultRoute(idemhttp.WithRoute(r, "/orders/:id")); got != "/orders/:id" {
+		t.Errorf("route set with WithRoute = %q, want /orders/:id", got)
 	}
 }
 

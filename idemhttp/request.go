@@ -88,7 +88,8 @@ func WithRoute(r *http.Request, route string) *http.Request {
 
 // DefaultRoute is the route of r when Config.Route is nil: the route set
 // with WithRoute, else the pattern of the http.ServeMux entry that matched
-// (r.Pattern, Go 1.22+), such as "POST /invoices/{id}/pay". It is "" when
+// (r.Pattern, Go 1.22+) without its method, which the scope already holds:
+// "/invoices/{id}/pay" for "POST /invoices/{id}/pay". It is "" when
 // the middleware runs before routing (it wraps a whole mux, or a router's
 // top-level Use): the middleware then refuses protected requests (see
 // Config.Unrouted).
@@ -96,7 +97,16 @@ func DefaultRoute(r *http.Request) string {
 	if route, ok := r.Context().Value(routeKey{}).(string); ok && route != "" {
 		return route
 	}
-	return r.Pattern
+	return patternRoute(r.Pattern)
+}
+
+// patternRoute is a ServeMux pattern, "[METHOD ][HOST]/[PATH]", without its
+// method.
+func patternRoute(pattern string) string {
+	if i := strings.IndexAny(pattern, " \t"); i >= 0 {
+		return strings.TrimLeft(pattern[i:], " \t")
+	}
+	return pattern
 }
 
 // DefaultFingerprint is the fingerprint when Config.Fingerprint is nil. It
@@ -136,13 +146,8 @@ func DefaultFingerprint(r *http.Request, route string, body []byte) idem.Fingerp
 // patternHasHost reports whether a ServeMux pattern, "[METHOD ][HOST]/[PATH]",
 // names a host.
 func patternHasHost(pattern string) bool {
-	if pattern == "" {
-		return false
-	}
-	if i := strings.IndexAny(pattern, " \t"); i >= 0 {
-		pattern = strings.TrimLeft(pattern[i:], " \t")
-	}
-	return !strings.HasPrefix(pattern, "/")
+	pattern = patternRoute(pattern)
+	return pattern != "" && !strings.HasPrefix(pattern, "/")
 }
 
 // asciiLower lower-cases the ASCII letters of s and leaves every other byte

@@ -28,6 +28,7 @@
 //	idem.purge.deleted         counter     {record}
 //	idem.purge.duration        histogram   s           error.type when a purge stopped early
 //	idem.takeovers             counter     {takeover}  expired leases taken over
+//	idem.keyless               counter     {request}   keyless requests let through (optional-key mode)
 //
 // # Spans
 //
@@ -119,6 +120,7 @@ type Observer struct {
 	purgeDeleted  metric.Int64Counter
 	purgeDuration metric.Float64Histogram
 	takeovers     metric.Int64Counter
+	keyless       metric.Int64Counter
 }
 
 var (
@@ -182,6 +184,9 @@ func New(opts ...Option) (*Observer, error) {
 	obs.takeovers, err = m.Int64Counter("idem.takeovers", metric.WithUnit("{takeover}"),
 		metric.WithDescription("Pending records taken over after their holder's lease ran out."))
 	add(err)
+	obs.keyless, err = m.Int64Counter("idem.keyless", metric.WithUnit("{request}"),
+		metric.WithDescription("Requests without a key let through unprotected in optional-key mode."))
+	add(err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -220,6 +225,8 @@ func (o *Observer) Observe(ctx context.Context, e idem.Event) {
 		o.purgeDuration.Record(ctx, e.Duration.Seconds(), metric.WithAttributes(attrs...))
 	case idem.EventTakeover:
 		o.takeovers.Add(ctx, 1, metric.WithAttributes(table))
+	case idem.EventKeyless:
+		o.keyless.Add(ctx, 1, metric.WithAttributes(table))
 	}
 }
 

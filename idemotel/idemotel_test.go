@@ -316,7 +316,7 @@ func hasEvent(s sdktrace.ReadOnlySpan, name string) bool {
 func TestMiddlewareSpans(t *testing.T) {
 	tm := newTelemetry(t)
 	store, _ := openStore(t, idem.Config{Observer: tm.obs})
-	mw, err := idemhttp.New(store, idemhttp.Config{Principal: func(*http.Request) string { return "tenant-1" }})
+	mw, err := idemhttp.New(store, idemhttp.Config{Principal: func(*http.Request) string { return "tenant-1" }, Unrouted: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,6 +371,36 @@ func TestMiddlewareSpans(t *testing.T) {
 		if s.Parent().SpanID() != http[i].SpanContext().SpanID() {
 			t.Errorf("idem.Do span %d is not the child of its idem.http span", i+1)
 		}
+	}
+}
+
+// TestKeylessCounter: a keyless request let through in optional-key mode
+// counts once in idem.keyless; a request with a key does not count.
+func TestKeylessCounter(t *testing.T) {
+	tm := newTelemetry(t)
+	store, _ := openStore(t, idem.Config{Observer: tm.obs})
+	mw, err := idemhttp.New(store, idemhttp.Config{Principal: func(*http.Request) string { return "tenant-1" }, KeyOptional: true, Unrouted: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusCreated) }))
+	for _, key := range []string{"", "k1"} {
+		req := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader("x"))
+		if key != "" {
+			req.Header.Set(idemhttp.HeaderKey, key)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusCreated {
+			t.Fatalf("key %q: %d %s", key, rec.Code, rec.Body)
+		}
+	}
+	m := tm.metrics(t)
+	if got := sum(t, m["idem.keyless"], idemotel.AttrTable.String(idem.DefaultTable)); got != 1 {
+		t.Errorf("idem.keyless = %d, want 1", got)
+	}
+	if m["idem.keyless"].Unit != "{request}" {
+		t.Errorf("idem.keyless unit %q, want {request}", m["idem.keyless"].Unit)
 	}
 }
 

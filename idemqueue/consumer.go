@@ -244,7 +244,7 @@ func (c *Consumer[TTx]) process(ctx context.Context, m Message, h Handler[TTx]) 
 	if errors.As(err, &perr) {
 		return c.panicked(ctx, m, perr, true)
 	}
-	req := idem.Request{Scope: scopeOf(c.cfg.Name, m.Queue), Key: key, Fingerprint: fp}
+	req := idem.Request{Scope: Scope(c.cfg.Name, m.Queue), Key: key, Fingerprint: fp}
 	res, err := c.store.Do(ctx, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
 		// A panic becomes the function's error: Do rolls back as for any
 		// error, and nothing was committed.
@@ -316,17 +316,15 @@ func (c *Consumer[TTx]) failed(ctx context.Context, m Message, key string, err e
 	return Decision{Action: Retry, Delay: c.cfg.RetryDelay(m.Delivery), Err: err}
 }
 
-// scopeOf is a consumer's scope on a queue. It cannot be mistaken for an
-// idemhttp scope (those begin with an HTTP method and a quoted route).
-func scopeOf(name, queue string) string {
-	s := "queue " + strconv.Quote(name) + " " + strconv.Quote(queue)
-	if len(s) <= idem.MaxScopeBytes {
-		return s
-	}
-	var h idem.Hasher
-	h.AddString("idemqueue scope")
-	h.AddString(name)
-	h.AddString(queue)
-	f := h.Sum()
-	return fmt.Sprintf("queue sha256:%x", f[:])
+// Scope is the scope of a message of queue processed by the consumer
+// named name, as Consumer builds it: idem.Scope with the consumer's name in
+// the principal's place, then "queue:" and the quoted queue,
+//
+//	"billing" queue:"invoices"
+//
+// so idem.ScopePrefix(name) selects one consumer's records. The "queue:"
+// cannot begin an idemhttp scope's method (a colon is not an HTTP token
+// character).
+func Scope(name, queue string) string {
+	return idem.Scope(name, "queue:"+strconv.Quote(queue))
 }

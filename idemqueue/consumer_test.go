@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -125,6 +126,20 @@ func TestScopes(t *testing.T) {
 	}
 	if n := o.count(t); n != 3 {
 		t.Errorf("%d orders, want 3", n)
+	}
+	page, err := o.store.List(t.Context(), idem.ListFilter{ScopePrefix: idem.ScopePrefix("orders")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var scopes []string
+	for _, r := range page.Records {
+		scopes = append(scopes, r.Scope)
+	}
+	if want := []string{idemqueue.Scope("orders", "eu"), idemqueue.Scope("orders", "us")}; !slices.Equal(scopes, want) {
+		t.Errorf("the orders consumer's scopes: %q, want %q", scopes, want)
+	}
+	if s := idemqueue.Scope("orders", "eu"); s != `"orders" queue:"eu"` {
+		t.Errorf("Scope = %q", s)
 	}
 }
 

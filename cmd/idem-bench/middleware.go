@@ -11,7 +11,10 @@ import (
 // middleware wraps the order endpoint in idemhttp's middleware: the same
 // write, reached through ServeHTTP with no network in between.
 func middleware[TTx any](store *idem.Store[TTx], insert func(ctx context.Context, tx TTx) error) (http.Handler, error) {
-	mw, err := idemhttp.New(store, idemhttp.Config{Principal: func(*http.Request) string { return "tenant-1" }})
+	mw, err := idemhttp.New(store, idemhttp.Config{
+		Principal: func(*http.Request) string { return "tenant-1" },
+		Route:     func(*http.Request) string { return "/orders" },
+	})
 	if err != nil {
 		return nil, err
 	}

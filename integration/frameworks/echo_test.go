@@ -77,6 +77,7 @@ func newEchoService(t *testing.T, fail error) *echoService {
 	mw, err := idemhttp.New(store, idemhttp.Config{
 		Principal: func(r *http.Request) string { return r.Header.Get("X-Tenant") },
 		Logger:    slog.New(slog.NewTextHandler(&s.log, nil)),
+		Unrouted:  true, // echo.WrapMiddleware runs before the route is known to net/http
 	})
 	if err != nil {
 		t.Fatal(err)
