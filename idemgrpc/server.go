@@ -47,6 +47,16 @@ type Config struct {
 	// anonymous by design and whose answers hold nothing private.
 	AllowAnonymous bool
 
+	// FormerScopes also answers from records stored under the scope form
+	// of idem v0.0 ("grpc", the method, principal last): a retry of a call
+	// first made before the upgrade gets the first attempt's answer instead
+	// of being done again under the new scope (idem.Store.Answered). It
+	// costs one read per protected call; turn it on for the upgrade and
+	// off once one retention window has passed. The read is outside the
+	// transaction: a call a v0.0 server claims during it can still be done
+	// twice, so finish a rolling upgrade before clients retry across it.
+	FormerScopes bool
+
 	// Protect reports whether a method (its full name, "/pkg.Service/Method")
 	// requires a key and runs in a transaction. Other methods pass through
 	// untouched. Default: DefaultProtect, every method the interceptor is
@@ -199,33 +209,17 @@ func (s *Server[TTx]) serve(ctx context.Context, req any, method string, handler
 	}
 	ireq := idem.Request{Scope: Scope(principal, method), Key: key, Fingerprint: fp}
 
-	var last answer // the handler's last run
-	res, err := s.store.Do(ctx, ireq, func(ctx context.Context, tx TTx) (idem.Response, error) {
-		last = answer{}
-		resp, herr := handler(context.WithValue(ctx, txKey{}, &run{tx: tx}), req)
-		if herr != nil {
-			st, isStatus := status.FromError(herr)
-			if !isStatus || !s.cfg.StoreCode(st.Code()) {
-				// A plain error may be a database error worth retrying
-				// (a serialization failure): Do classifies it.
-				return idem.Response{}, &handlerError{err: herr}
-			}
-			last.err = herr
-			return idem.Response{Status: idem.NoStatus, Body: encodeOutcome(st.Proto(), nil)}, nil
-		}
-		var b []byte
-		if resp != nil {
-			m, ok := resp.(proto.Message)
-			if !ok {
-				return idem.Response{}, fmt.Errorf("idemgrpc: response of %s is a %T, not a proto.Message", method, resp)
-			}
-			if b, err = proto.Marshal(m); err != nil {
-				return idem.Response{}, fmt.Errorf("idemgrpc: encode the response of %s: %w", method, err)
-			}
-		}
-		last.resp = resp
-		return idem.Response{Status: idem.NoStatus, Body: encodeOutcome(nil, b)}, nil
-	})
+	var (
+		last  answer // the handler's last run
+		res   idem.Result
+		found bool // a record under the former scope form answered
+	)
+	if s.cfg.FormerScopes {
+		res, found, err = s.store.Answered(ctx, formerScope(principal, method), key, fp)
+	}
+	if !found && err == nil {
+		res, err = s.store.Do(ctx, ireq, s.doFunc(req, method, handler, &last))
+	}
 	if err != nil {
 		return nil, s.failed(ctx, ireq, method, err)
 	}
@@ -246,6 +240,38 @@ func (s *Server[TTx]) serve(ctx context.Context, req any, method string, handler
 		return nil, s.retryLater(codes.Aborted, msg, ReasonInFlight)
 	}
 	return nil, s.failed(ctx, ireq, method, fmt.Errorf("idemgrpc: unexpected outcome %v", res.Outcome))
+}
+
+// doFunc is Do's function for one call: the handler in the transaction, its
+// answer encoded for the store and kept in last.
+func (s *Server[TTx]) doFunc(req any, method string, handler grpc.UnaryHandler, last *answer) func(context.Context, TTx) (idem.Response, error) {
+	return func(ctx context.Context, tx TTx) (idem.Response, error) {
+		*last = answer{}
+		resp, herr := handler(context.WithValue(ctx, txKey{}, &run{tx: tx}), req)
+		if herr != nil {
+			st, isStatus := status.FromError(herr)
+			if !isStatus || !s.cfg.StoreCode(st.Code()) {
+				// A plain error may be a database error worth retrying
+				// (a serialization failure): Do classifies it.
+				return idem.Response{}, &handlerError{err: herr}
+			}
+			last.err = herr
+			return idem.Response{Status: idem.NoStatus, Body: encodeOutcome(st.Proto(), nil)}, nil
+		}
+		var b []byte
+		if resp != nil {
+			m, ok := resp.(proto.Message)
+			if !ok {
+				return idem.Response{}, fmt.Errorf("idemgrpc: response of %s is a %T, not a proto.Message", method, resp)
+			}
+			var err error
+			if b, err = proto.Marshal(m); err != nil {
+				return idem.Response{}, fmt.Errorf("idemgrpc: encode the response of %s: %w", method, err)
+			}
+		}
+		last.resp = resp
+		return idem.Response{Status: idem.NoStatus, Body: encodeOutcome(nil, b)}, nil
+	}
 }
 
 // failed turns an error from Do into the call's status: nothing was stored,
@@ -296,6 +322,22 @@ func keyFrom(ctx context.Context) (string, error) {
 		return "", withInfo(codes.InvalidArgument, strings.TrimPrefix(err.Error(), "idem: "), ReasonKeyInvalid)
 	}
 	return keys[0], nil
+}
+
+// formerScope is the scope idem v0.0 built for a call: the transport, the
+// method and the principal quoted, or a hash of them when that was too
+// long.
+func formerScope(principal, method string) string {
+	s := "grpc " + strconv.Quote(method) + " " + strconv.Quote(principal)
+	if len(s) <= idem.MaxScopeBytes {
+		return s
+	}
+	var h idem.Hasher
+	h.AddString("idemgrpc scope")
+	h.AddString(method)
+	h.AddString(principal)
+	f := h.Sum()
+	return fmt.Sprintf("grpc sha256:%x", f[:])
 }
 
 // Scope is the scope of a call by principal to fullMethod, as the server

@@ -231,6 +231,37 @@ func TestScopeSelectsTenant(t *testing.T) {
 	}
 }
 
+// TestFormerScopes: a record stored under idem v0.0's scope form ("grpc",
+// the method, the principal) answers a retry under Config.FormerScopes
+// with a replay, without running the handler; without FormerScopes the
+// retry is a new call under the new scope.
+func TestFormerScopes(t *testing.T) {
+	for _, former := range []bool{true, false} {
+		t.Run(fmt.Sprint("FormerScopes=", former), func(t *testing.T) {
+			o := newOrders(t, idem.Config{})
+			conn := bufServer(t, o.create, []grpc.UnaryServerInterceptor{newServer(t, o, idemgrpc.Config{FormerScopes: former}).UnaryInterceptor()})
+			first, _, err := call(t, conn, createOrder, map[string]any{"item": "book"}, idemgrpc.MetadataKey, "k1", "tenant", "acme")
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Move the record to where v0.0 stored it.
+			if _, err := o.db.ExecContext(t.Context(), "UPDATE "+idem.DefaultTable+" SET scope = ? WHERE scope = ?",
+				`grpc "`+createOrder+`" "acme"`, idemgrpc.Scope("acme", createOrder)); err != nil {
+				t.Fatal(err)
+			}
+			again, h, err := call(t, conn, createOrder, map[string]any{"item": "book"}, idemgrpc.MetadataKey, "k1", "tenant", "acme")
+			switch {
+			case err != nil:
+				t.Fatal(err)
+			case former && (!proto.Equal(first, again) || len(h.Get(idemgrpc.MetadataReplayed)) != 1 || o.runs.Load() != 1):
+				t.Errorf("retry: %v (header %v) after %d runs, want a replay of %v", again, h, o.runs.Load(), first)
+			case !former && o.runs.Load() != 2:
+				t.Errorf("retry without FormerScopes: %d runs, want 2", o.runs.Load())
+			}
+		})
+	}
+}
+
 // TestStatusPolicy: an answer with a stored code (FailedPrecondition)
 // commits with the handler's writes and replays code, message and details;
 // one with a code that says "not now" (Unavailable) and a plain error are

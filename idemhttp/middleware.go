@@ -77,6 +77,19 @@ type Config struct {
 	// still refused with 400.
 	KeyOptional bool
 
+	// FormerScopes also answers from records stored under the scope form
+	// of idem v0.0 (method, route with the ServeMux pattern's method,
+	// principal last): a retry of a request first made before the upgrade
+	// then gets the first attempt's answer (a replay, 422 or 409) instead
+	// of being done again under the new scope. It costs one read per
+	// protected request; turn it on for the upgrade and off once one
+	// retention window has passed, when no such record is left. The read
+	// is outside the transaction: while old and new versions run side by
+	// side, a request that a v0.0 instance claims during it can still be
+	// done twice, so finish a rolling upgrade before clients retry across
+	// it, or drain first.
+	FormerScopes bool
+
 	// Unrouted accepts protected requests whose route is "": the handler
 	// wrapped is deliberately one endpoint with no router in front, or a
 	// whole mux whose targets may share one scope per principal and method
@@ -141,6 +154,9 @@ type Middleware[TTx any] struct {
 	retention  string
 	retryAfter string
 	maxBody    int
+	// ownRoute: Config.Route was set, so the former scope's route is the
+	// same as today's (see Config.FormerScopes).
+	ownRoute bool
 }
 
 // New returns a Middleware on store. It fails, with an error wrapping
@@ -163,7 +179,8 @@ func New[TTx any](store *idem.Store[TTx], cfg Config) (*Middleware[TTx], error) 
 		}
 		methods[m] = true
 	}
-	if cfg.Route == nil {
+	ownRoute := cfg.Route != nil
+	if !ownRoute {
 		cfg.Route = DefaultRoute
 	}
 	if cfg.Fingerprint == nil {
@@ -192,6 +209,7 @@ func New[TTx any](store *idem.Store[TTx], cfg Config) (*Middleware[TTx], error) 
 		retention:  strconv.FormatInt(int64(sc.Retention/time.Second), 10),
 		retryAfter: strconv.FormatInt(int64((cfg.RetryAfter+time.Second-1)/time.Second), 10),
 		maxBody:    sc.MaxBody,
+		ownRoute:   ownRoute,
 	}, nil
 }
 
@@ -294,7 +312,7 @@ func (m *Middleware[TTx]) prepare(w http.ResponseWriter, r *http.Request, route 
 // serve runs one protected request in one transaction (Wrap).
 func (m *Middleware[TTx]) serve(w http.ResponseWriter, r *http.Request, route string, next http.Handler) {
 	req, body, ok := m.prepare(w, r, route)
-	if !ok {
+	if !ok || m.answeredFormerly(w, r, req, route, body) {
 		return
 	}
 	var last *recorder // the answer of the handler's last run
@@ -310,7 +328,7 @@ func (m *Middleware[TTx]) serve(w http.ResponseWriter, r *http.Request, route st
 // serveLease runs one protected request in lease mode (WrapLease).
 func (m *Middleware[TTx]) serveLease(w http.ResponseWriter, r *http.Request, route string, next http.Handler) {
 	req, body, ok := m.prepare(w, r, route)
-	if !ok {
+	if !ok || m.answeredFormerly(w, r, req, route, body) {
 		return
 	}
 	var last *recorder

@@ -109,6 +109,16 @@ type Config struct {
 	// and failed keep-alives (warn). Default: the store's Config.Logger;
 	// nil logs nothing.
 	Logger *slog.Logger
+	// FormerScopes also answers from records stored under the scope form
+	// of idem v0.0 ("queue", the name and the queue, both quoted): a
+	// message redelivered across the upgrade is acked as a replay instead
+	// of being processed again under the new scope (idem.Store.Answered).
+	// It costs one read per message; turn it on for the upgrade and off
+	// once one retention window has passed. The read is outside the
+	// transaction: a message a v0.0 consumer processes during it can still
+	// be processed twice, so stop the old consumers before starting new
+	// ones.
+	FormerScopes bool
 }
 
 // DefaultFingerprint hashes the message's queue and data.
@@ -245,15 +255,24 @@ func (c *Consumer[TTx]) process(ctx context.Context, m Message, h Handler[TTx]) 
 		return c.panicked(ctx, m, perr, true)
 	}
 	req := idem.Request{Scope: Scope(c.cfg.Name, m.Queue), Key: key, Fingerprint: fp}
-	res, err := c.store.Do(ctx, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
-		// A panic becomes the function's error: Do rolls back as for any
-		// error, and nothing was committed.
-		result, err := guarded(func() ([]byte, error) { return h(ctx, tx, m) })
-		if err != nil {
-			return idem.Response{}, err
-		}
-		return idem.Response{Status: idem.NoStatus, Body: result}, nil
-	})
+	var (
+		res   idem.Result
+		found bool // a record under the former scope form answered
+	)
+	if c.cfg.FormerScopes {
+		res, found, err = c.store.Answered(ctx, formerScope(c.cfg.Name, m.Queue), key, fp)
+	}
+	if !found && err == nil {
+		res, err = c.store.Do(ctx, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
+			// A panic becomes the function's error: Do rolls back as for
+			// any error, and nothing was committed.
+			result, err := guarded(func() ([]byte, error) { return h(ctx, tx, m) })
+			if err != nil {
+				return idem.Response{}, err
+			}
+			return idem.Response{Status: idem.NoStatus, Body: result}, nil
+		})
+	}
 	if errors.As(err, &perr) {
 		return c.panicked(ctx, m, perr, true)
 	}
@@ -314,6 +333,22 @@ func (c *Consumer[TTx]) failed(ctx context.Context, m Message, key string, err e
 		return Decision{Action: Reject, Err: err}
 	}
 	return Decision{Action: Retry, Delay: c.cfg.RetryDelay(m.Delivery), Err: err}
+}
+
+// formerScope is the scope idem v0.0 built for a consumer on a queue: the
+// transport, the name and the queue quoted, or a hash of them when that
+// was too long.
+func formerScope(name, queue string) string {
+	s := "queue " + strconv.Quote(name) + " " + strconv.Quote(queue)
+	if len(s) <= idem.MaxScopeBytes {
+		return s
+	}
+	var h idem.Hasher
+	h.AddString("idemqueue scope")
+	h.AddString(name)
+	h.AddString(queue)
+	f := h.Sum()
+	return fmt.Sprintf("queue sha256:%x", f[:])
 }
 
 // Scope is the scope of a message of queue processed by the consumer

@@ -143,6 +143,32 @@ func TestScopes(t *testing.T) {
 	}
 }
 
+// TestFormerScopes: a message processed before the upgrade, whose record
+// is under idem v0.0's scope form, is acked as a replay when it is
+// redelivered to a consumer with Config.FormerScopes, without running the
+// handler; without FormerScopes it is processed again.
+func TestFormerScopes(t *testing.T) {
+	for _, former := range []bool{true, false} {
+		t.Run(fmt.Sprint("FormerScopes=", former), func(t *testing.T) {
+			o := newOrders(t, idem.Config{})
+			c := newConsumer(t, o, idemqueue.Config{Name: "orders", FormerScopes: former})
+			m := msg("eu", "m-1", "x")
+			if d := c.Process(t.Context(), m, o.handle); d.Outcome != idem.Won {
+				t.Fatalf("first: %+v", d)
+			}
+			if _, err := o.db.ExecContext(t.Context(), "UPDATE "+idem.DefaultTable+" SET scope = ? WHERE scope = ?",
+				`queue "orders" "eu"`, idemqueue.Scope("orders", "eu")); err != nil {
+				t.Fatal(err)
+			}
+			d := c.Process(t.Context(), m, o.handle)
+			want := map[bool]idem.Outcome{true: idem.Replay, false: idem.Won}[former]
+			if d.Outcome != want || d.Action != idemqueue.Ack || o.count(t) != map[bool]int{true: 1, false: 2}[former] {
+				t.Errorf("redelivery: %+v with %d orders, want %v and acked", d, o.count(t), want)
+			}
+		})
+	}
+}
+
 // TestDecisions: what each failure does to the delivery, and that nothing
 // is committed unless it is acked.
 func TestDecisions(t *testing.T) {
