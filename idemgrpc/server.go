@@ -57,6 +57,13 @@ type Config struct {
 	// twice, so finish a rolling upgrade before clients retry across it.
 	FormerScopes bool
 
+	// KeyOptional lets a protected call without an idempotency-key entry
+	// through untouched, for adopting keys gradually: the handler runs as
+	// if the interceptor were not there, outside any transaction (Tx
+	// reports false), and the store's Observer sees an idem.EventKeyless
+	// (idemotel: idem.keyless). A call with a key is protected as usual.
+	KeyOptional bool
+
 	// Protect reports whether a method (its full name, "/pkg.Service/Method")
 	// requires a key and runs in a transaction. Other methods pass through
 	// untouched. Default: DefaultProtect, every method the interceptor is
@@ -172,6 +179,10 @@ func New[TTx any](store *idem.Store[TTx], cfg Config) (*Server[TTx], error) {
 func (s *Server[TTx]) UnaryInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		if !s.cfg.Protect(info.FullMethod) {
+			return handler(ctx, req)
+		}
+		if md, _ := metadata.FromIncomingContext(ctx); s.cfg.KeyOptional && md.Get(MetadataKey) == nil {
+			s.store.Keyless(ctx, Scope(s.cfg.Principal(ctx), info.FullMethod))
 			return handler(ctx, req)
 		}
 		return s.serve(ctx, req, info.FullMethod, handler)

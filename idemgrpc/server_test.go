@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -228,6 +229,49 @@ func TestScopeSelectsTenant(t *testing.T) {
 	}
 	if want != `"acme" rpc:"/idemgrpc.test.Orders/Create"` {
 		t.Errorf("Scope = %q", want)
+	}
+}
+
+// keylessEvents counts the EventKeyless events a store emits.
+type keylessEvents struct{ n atomic.Int64 }
+
+func (k *keylessEvents) Observe(_ context.Context, e idem.Event) {
+	if e.Kind == idem.EventKeyless {
+		k.n.Add(1)
+	}
+}
+
+// TestKeyOptional: with Config.KeyOptional a call without a key runs the
+// handler outside any transaction, stores nothing and is reported as
+// EventKeyless; without it the call is refused with InvalidArgument.
+func TestKeyOptional(t *testing.T) {
+	for _, optional := range []bool{true, false} {
+		t.Run(fmt.Sprint("KeyOptional=", optional), func(t *testing.T) {
+			events := &keylessEvents{}
+			o := newOrders(t, idem.Config{Observer: events})
+			var inTx atomic.Bool
+			handler := func(ctx context.Context, req *structpb.Struct) (*structpb.Struct, error) {
+				_, ok := idemgrpc.Tx[*sql.Tx](ctx)
+				inTx.Store(ok)
+				return req, nil
+			}
+			conn := bufServer(t, handler, []grpc.UnaryServerInterceptor{newServer(t, o, idemgrpc.Config{KeyOptional: optional}).UnaryInterceptor()})
+			_, _, err := call(t, conn, createOrder, map[string]any{"item": "book"}, "tenant", "acme")
+			page, lerr := o.store.List(t.Context(), idem.ListFilter{})
+			if lerr != nil {
+				t.Fatal(lerr)
+			}
+			switch {
+			case optional && (err != nil || inTx.Load() || events.n.Load() != 1 || len(page.Records) != 0):
+				t.Errorf("keyless call: %v, in a transaction %v, %d events, %d records; want it run untouched, one event, no record",
+					err, inTx.Load(), events.n.Load(), len(page.Records))
+			case !optional && (status.Code(err) != codes.InvalidArgument || events.n.Load() != 0):
+				t.Errorf("keyless call without KeyOptional: %v, %d events; want InvalidArgument, none", err, events.n.Load())
+			}
+			if _, _, err := call(t, conn, createOrder, map[string]any{"item": "book"}, idemgrpc.MetadataKey, "k1", "tenant", "acme"); err != nil || !inTx.Load() {
+				t.Errorf("call with a key: %v, in a transaction %v; want it protected", err, inTx.Load())
+			}
+		})
 	}
 }
 
