@@ -55,7 +55,11 @@ func (e *AbandonedError) Error() string {
 	if e.Status != 0 {
 		last = ", last status " + strconv.Itoa(e.Status)
 	}
-	return fmt.Sprintf("idemhttp: %s %s with key %q abandoned after %d attempts%s: %v", e.method, e.url, e.Key, e.Attempts, last, e.Err)
+	plural := "s"
+	if e.Attempts == 1 {
+		plural = ""
+	}
+	return fmt.Sprintf("idemhttp: %s %s with key %q abandoned after %d attempt%s%s: %v", e.method, e.url, e.Key, e.Attempts, plural, last, e.Err)
 }
 
 // Unwrap returns Err, so errors.Is sees the network or context error.

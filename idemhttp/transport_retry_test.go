@@ -361,3 +361,35 @@ func TestTransportOnRetry(t *testing.T) {
 		t.Errorf("second event: status %d err %v delay %v, want 0, the reset and a 5-10ms backoff", e.Status, e.Err, e.Delay)
 	}
 }
+
+// rwBody is a response body that can also be written, as net/http's is
+// for 101 Switching Protocols.
+type rwBody struct {
+	io.Reader
+	written strings.Builder
+}
+
+func (b *rwBody) Write(p []byte) (int, error) { return b.written.Write(p) }
+func (b *rwBody) Close() error                { return nil }
+
+// TestTransportAttemptTimeoutKeepsWritableBody: with AttemptTimeout the
+// body is wrapped (to end the attempt on Close) without hiding io.Writer.
+func TestTransportAttemptTimeoutKeepsWritableBody(t *testing.T) {
+	body := &rwBody{Reader: strings.NewReader("")}
+	tr := &idemhttp.Transport{AttemptTimeout: time.Second, Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusSwitchingProtocols, Header: http.Header{}, Body: body, Request: r}, nil
+	})}
+	req, _ := http.NewRequest(http.MethodGet, "http://127.0.0.1:1/ws", nil)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	w, ok := resp.Body.(io.Writer)
+	if !ok {
+		t.Fatalf("the 101 body %T is no longer an io.Writer", resp.Body)
+	}
+	if _, err := io.WriteString(w, "hello"); err != nil || body.written.String() != "hello" {
+		t.Errorf("write through the body: %v, %q", err, body.written.String())
+	}
+}
