@@ -193,10 +193,33 @@
 // # Client
 //
 // Transport is an http.RoundTripper that gives every request with a
-// non-safe method one key (NewKey) unless the caller set one, and retries it
-// with that same key and the same body on network errors, 409, 429, 502, 503
-// and 504, with capped, jittered exponential backoff that honours
-// Retry-After, within the request's context and Transport.MaxAttempts. A key
-// made per HTTP call would be a request id and protect nothing; one made per
-// RoundTrip is one per intention.
+// non-safe method one key (NewKey) unless the caller set one (then it keeps
+// that), and sends that same key and the same body on every attempt. A key
+// made per HTTP call would be a request id and protect nothing; one made
+// per RoundTrip is one per intention.
+//
+// By default (DefaultRetry) it retries every method, GET included, on
+// transient network errors (refused, reset or dropped connections,
+// timeouts, temporary DNS failures) and on 409, 429, 502, 503 and 504 unless
+// the answer is a replay (Idempotent-Replayed: true). An application's own
+// 409 is retried too: once against this package's middleware (the retry
+// gets the stored 409 replayed), up to MaxAttempts against other servers.
+// Transport.Retry replaces the rule (to leave GETs or application 409s
+// alone: the middleware's in-flight 409 always carries Retry-After), and
+// Transport.OnRetry sees each failed attempt before the wait. Waits are a
+// capped, jittered exponential backoff that honours Retry-After.
+//
+// http.Client.Timeout bounds all attempts and waits together, so it alone
+// would end every retry at once: set Transport.AttemptTimeout to bound each
+// attempt (up to its response headers; the body stays readable until you
+// close it), and Client.Timeout or the request's context for the total.
+//
+// When it stops, RoundTrip returns the last response whenever the last
+// attempt got one (a retryable status included, body intact; its Request
+// carries the key), and otherwise an *AbandonedError (inside the
+// *url.Error of http.Client) with the Key, the Attempts, the last Status
+// and the last error, wrapping ctx.Err() when the context ended. To resume
+// an abandoned intention, send it again with that key in the
+// Idempotency-Key header: the server replays the first answer or does the
+// work once.
 package idemhttp

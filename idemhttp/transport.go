@@ -38,18 +38,55 @@ const (
 // Each RoundTrip is one intention. If its method is not safe (anything but
 // GET, HEAD, OPTIONS and TRACE) and the caller set no Idempotency-Key, it
 // makes one with NewKey before the first attempt, and sends that same key
-// on every attempt. It retries what a retry can fix: network errors (a
-// refused, reset or dropped connection, a timeout, a temporary DNS failure)
-// and the statuses 409, 429, 502, 503 and 504, re-sending the same body.
+// on every attempt; a key the caller set is kept. Safe methods are sent
+// without a key, and retried all the same.
+//
+// What is retried, by default (DefaultRetry; Transport.Retry replaces it):
+//
+//   - every method, safe or not: a GET is retried like a POST;
+//   - network errors a retry can fix: a refused, reset or dropped
+//     connection, a timeout (an attempt that ran out of AttemptTimeout
+//     included), a temporary DNS failure;
+//   - the statuses 409, 429, 502, 503 and 504, unless the response says
+//     Idempotent-Replayed: true. So an application's own 409 ("already
+//     shipped") is retried too: from a server behind this package's
+//     middleware once (the first 409 is stored and the retry gets it
+//     replayed, which is final), from any other server until MaxAttempts.
+//     The middleware's "in-flight" 409 always carries Retry-After; set
+//     Retry to tell the two apart (see the example on Retry).
+//
 // It never retries what will not change by asking again: other statuses (a
-// 400, 413 or 422), a replayed answer (Idempotent-Replayed: true), a
-// request that cannot be sent (no URL, an unsupported scheme, a malformed
-// header), a certificate the client rejects, or a host that does not exist.
-// Between attempts it waits the server's Retry-After (seconds or an HTTP
-// date), else an exponential backoff from BaseDelay with jitter (between
-// half and all of the step); every wait is capped by MaxDelay. It stops
-// when the request's context ends or after MaxAttempts, returning the last
-// response (or the last error).
+// 400, 413, 422 or 500), a replayed answer, a request that cannot be sent
+// (no URL, an unsupported scheme, a malformed header), a certificate the
+// client rejects, or a host that does not exist.
+//
+// Between attempts it calls OnRetry, then waits the server's Retry-After
+// (seconds or an HTTP date), else an exponential backoff from BaseDelay
+// with jitter (between half and all of the step); every wait is capped by
+// MaxDelay. It stops after MaxAttempts or when the request's context ends.
+//
+// What RoundTrip returns when it stops:
+//
+//   - the last response, with its body intact and a nil error, whenever the
+//     last attempt got one: a success, a final status, or a retryable
+//     status when no attempt is left (the caller reads a 503's body as
+//     with any client); its Request carries the key, in
+//     resp.Request.Header.Get(HeaderKey);
+//   - an *AbandonedError otherwise: the last attempt failed with a network
+//     error or a timeout, or the context ended (during an attempt, or
+//     while waiting between two: then it wraps ctx.Err()). It carries the
+//     Key, the Attempts, the last Status and the last error, so the
+//     intention can be sent again later with the same key.
+//
+// # Timeouts
+//
+// http.Client.Timeout bounds the whole of Do: every attempt, every wait
+// between them and the reading of the body, together. Set AttemptTimeout to
+// bound each attempt on its own, so a hung attempt is abandoned and retried
+// with the same key, and bound the total with Client.Timeout or the
+// request's context.
+//
+// # Bodies
 //
 // The body is re-sent from req.GetBody (http.NewRequest sets it for
 // in-memory bodies). A body without GetBody is read into memory up to
@@ -59,12 +96,14 @@ const (
 //
 // Use one Transport per client; it is safe for concurrent use:
 //
-//	client := &http.Client{Transport: &idemhttp.Transport{}}
+//	client := &http.Client{Transport: &idemhttp.Transport{AttemptTimeout: 10 * time.Second}}
 //
-// To retry one intention across separate calls (after a process restart,
-// say), make the key yourself with NewKey, keep it, and set the header. Do
-// the same if the http.Client follows redirects of non-safe requests (307,
-// 308): each hop is a RoundTrip of its own, and gets a key of its own.
+// To resume an abandoned intention (after a process restart, say), take the
+// key from the *AbandonedError (or make it yourself with NewKey and keep it
+// from the start), and set the Idempotency-Key header on the new request:
+// the Transport keeps it. Do the same if the http.Client follows redirects
+// of non-safe requests (307, 308): each hop is a RoundTrip of its own, and
+// gets a key of its own.
 type Transport struct {
 	// Base sends each attempt. Default: http.DefaultTransport.
 	Base http.RoundTripper
@@ -81,10 +120,43 @@ type Transport struct {
 	// be re-sent; a longer body is sent once, without retries. Default:
 	// DefaultMaxBufferedBody.
 	MaxBufferedBody int64
+	// AttemptTimeout, when set, bounds each attempt from its start until
+	// its response headers arrive (connecting, sending the request, the
+	// server's work): an attempt that runs out is abandoned and, unless
+	// the request's context ended, retried with the same key. Once the
+	// headers have arrived the answer is decided, and its body, read
+	// after RoundTrip returned, is bounded by the request's context (and
+	// Client.Timeout) only; closing the body releases the attempt. Zero:
+	// attempts are bounded by the request's context only.
+	AttemptTimeout time.Duration
+	// Retry reports whether an attempt that ended with resp (err nil) or
+	// err (resp nil) is worth sending again with the same key. It is asked
+	// only when another attempt is possible: attempts are left, the body
+	// can be sent again and the context has not ended. req is the
+	// caller's request; do not modify it, nor read resp.Body. Default:
+	// DefaultRetry.
+	//
+	// To leave an application's 409 and every GET alone:
+	//
+	//	Retry: func(req *http.Request, resp *http.Response, err error) bool {
+	//		if req.Method == http.MethodGet {
+	//			return false
+	//		}
+	//		if resp != nil && resp.StatusCode == http.StatusConflict && resp.Header.Get("Retry-After") == "" {
+	//			return false // not the middleware's in-flight 409
+	//		}
+	//		return idemhttp.DefaultRetry(req, resp, err)
+	//	},
+	Retry func(req *http.Request, resp *http.Response, err error) bool
+	// OnRetry, when set, is called before each wait between attempts,
+	// with the attempt that failed and the delay before the next: for
+	// logs and metrics. It runs on RoundTrip's goroutine; keep it short.
+	OnRetry func(RetryEvent)
 }
 
 // RoundTrip sends req, retrying as the type describes. It does not change
-// req; it closes req.Body, as every RoundTripper must.
+// req; it closes req.Body, as every RoundTripper must. Once an attempt was
+// made, every error it returns is an *AbandonedError.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL == nil {
 		closeBody(req)
@@ -99,10 +171,18 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if key == "" && !isSafe(req.Method) {
 		key = NewKey()
 	}
+	abandon := func(attempts, status int, err error) error {
+		return &AbandonedError{Key: key, Attempts: attempts, Status: status, Err: err, method: req.Method, url: req.URL.Redacted()}
+	}
 	maxAttempts := cmpOr(t.MaxAttempts, DefaultMaxAttempts)
 	if !body.again {
 		maxAttempts = 1
 	}
+	retry := t.Retry
+	if retry == nil {
+		retry = DefaultRetry
+	}
+	status := 0 // the last attempt's
 	for attempt := 1; ; attempt++ {
 		out := req.Clone(ctx)
 		if out.Header == nil {
@@ -114,7 +194,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if body.get != nil {
 			rc, err := body.get()
 			if err != nil {
-				return nil, fmt.Errorf("idemhttp: rewind the body of %s %s for attempt %d: %w", req.Method, req.URL.Redacted(), attempt, err)
+				return nil, abandon(attempt-1, status, fmt.Errorf("rewind the body for attempt %d: %w", attempt, err))
 			}
 			out.Body = rc
 			out.GetBody = nil
@@ -122,23 +202,61 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				out.GetBody = body.get
 			}
 		}
-		resp, err := t.base().RoundTrip(out)
-		if attempt >= maxAttempts || !retryable(ctx, resp, err) {
-			if err != nil && attempt > 1 {
-				err = fmt.Errorf("idemhttp: %s %s with key %q: attempt %d of %d: %w", req.Method, req.URL.Redacted(), key, attempt, maxAttempts, err)
+		resp, err := t.send(ctx, out, attempt)
+		status = 0
+		if err != nil {
+			if attempt >= maxAttempts || ctx.Err() != nil || !retry(req, nil, err) {
+				return nil, abandon(attempt, 0, err)
 			}
-			return resp, err
+		} else {
+			if resp.Request == nil {
+				resp.Request = out // where the caller finds the key
+			}
+			status = resp.StatusCode
+			if attempt >= maxAttempts || ctx.Err() != nil || !retry(req, resp, nil) {
+				return resp, nil
+			}
 		}
 		wait := t.delay(attempt, resp, time.Now())
-		last := err
+		if t.OnRetry != nil {
+			t.OnRetry(RetryEvent{Request: req, Key: key, Attempt: attempt, Status: status, Err: err, Delay: wait})
+		}
 		if resp != nil {
-			last = fmt.Errorf("status %s", resp.Status)
 			drain(resp.Body)
 		}
-		if err := sleep(ctx, wait); err != nil {
-			return nil, fmt.Errorf("idemhttp: %s %s with key %q: stopped after %d attempts (last: %v): %w", req.Method, req.URL.Redacted(), key, attempt, last, err)
+		if serr := sleep(ctx, wait); serr != nil {
+			if err != nil {
+				serr = fmt.Errorf("%w (last attempt: %w)", serr, err)
+			}
+			return nil, abandon(attempt, status, serr)
 		}
 	}
+}
+
+// send makes one attempt. With AttemptTimeout, the attempt runs in a
+// context of its own that ends when the timeout fires before the response
+// headers arrived (the attempt's error then wraps
+// context.DeadlineExceeded), or when the response body is closed.
+func (t *Transport) send(ctx context.Context, out *http.Request, attempt int) (*http.Response, error) {
+	if t.AttemptTimeout <= 0 {
+		return t.base().RoundTrip(out)
+	}
+	actx, cancel := context.WithCancel(ctx)
+	timer := time.AfterFunc(t.AttemptTimeout, cancel)
+	resp, err := t.base().RoundTrip(out.WithContext(actx))
+	if !timer.Stop() { // it fired: this attempt is over, whatever came back
+		if resp != nil {
+			resp.Body.Close()
+		}
+		cancel()
+		return nil, fmt.Errorf("attempt %d timed out after %v: %w", attempt, t.AttemptTimeout, context.DeadlineExceeded)
+	}
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = cancelOnClose(resp.Body, cancel)
+	return resp, nil
 }
 
 func (t *Transport) base() http.RoundTripper {
@@ -166,11 +284,19 @@ func (t *Transport) delay(n int, resp *http.Response, now time.Time) time.Durati
 	return step/2 + time.Duration(mathrand.Int64N(int64(step/2)+1))
 }
 
-// retryable reports whether an attempt that ended with resp or err may be
-// sent again with a chance of another outcome.
-func retryable(ctx context.Context, resp *http.Response, err error) bool {
+// DefaultRetry is Transport's default retry rule: an error is worth
+// another attempt when it may go away on its own (a refused, reset or
+// dropped connection, a timeout, a temporary DNS failure); a response when
+// its status is 409, 429, 502, 503 or 504 and it is not a replayed answer
+// (Idempotent-Replayed: true: asking again replays it again). Every method
+// is retried, safe ones included; req is not consulted. Call it from your
+// own Transport.Retry to keep these rules for the cases you leave alone.
+func DefaultRetry(req *http.Request, resp *http.Response, err error) bool {
 	if err != nil {
-		return ctx.Err() == nil && transient(err)
+		return transient(err)
+	}
+	if resp == nil {
+		return false
 	}
 	if resp.Header.Get(HeaderReplayed) == "true" {
 		return false // a stored answer: asking again replays it again

@@ -237,8 +237,8 @@ func TestTransportAttemptsBounded(t *testing.T) {
 
 	s, srv = serve(t, hangUp)
 	_, err = fast(4).Post(srv.URL, "text/plain", strings.NewReader("x"))
-	if err == nil || !strings.Contains(err.Error(), "attempt 4 of 4") {
-		t.Errorf("network errors every time: %v, want an error after attempt 4 of 4", err)
+	if err == nil || !strings.Contains(err.Error(), "abandoned after 4 attempts") {
+		t.Errorf("network errors every time: %v, want an error after 4 attempts", err)
 	}
 	if n := len(s.seen()); n < 4 {
 		t.Errorf("%d attempts reached the server, want at least 4", n)
