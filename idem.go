@@ -296,9 +296,13 @@ const (
 	InFlight
 )
 
-// String returns "won", "replay", "mismatch" or "in-flight".
+// String returns "won", "replay", "mismatch" or "in-flight", and "none"
+// for the zero Outcome (a Result nothing filled in, as returned with an
+// error).
 func (o Outcome) String() string {
 	switch o {
+	case 0:
+		return "none"
 	case Won:
 		return "won"
 	case Replay:
