@@ -590,7 +590,7 @@ func (s *Store[TTx]) lookup(ctx context.Context, q dialect.Queryer, scope, key s
 		return Record{}, s.failed(ctx, "lookup", req, s.d.Classify(err))
 	}
 	if !found {
-		return Record{}, fmt.Errorf("%w: key %q in scope %q", ErrNotFound, key, scope)
+		return Record{}, s.noLiveRecord(ctx, q, req)
 	}
 	return toRecord(rec)
 }

@@ -348,7 +348,7 @@ func (s *Store[TTx]) acquireOnce(ctx context.Context, leaser dialect.Leaser, req
 	case err != nil:
 		return nil, err
 	case !found && resumeOnly:
-		return nil, fmt.Errorf("%w: key %q in scope %q", ErrNotFound, req.Key, req.Scope)
+		return nil, s.noLiveRecord(ctx, s.pool, req)
 	case !found:
 		return nil, errVanished
 	case won:
