@@ -160,9 +160,27 @@ func (s *Store[TTx]) Inspect(ctx context.Context, scope, key string) (RecordInfo
 		return RecordInfo{}, s.failed(ctx, "inspect", req, s.d.Classify(err))
 	}
 	if !found {
-		return RecordInfo{}, fmt.Errorf("%w: key %q in scope %q", ErrNotFound, key, scope)
+		return RecordInfo{}, fmt.Errorf("%w: no record of key %q in scope %q", ErrNotFound, key, scope)
 	}
 	return toRecordInfo(rec)
+}
+
+// noLiveRecord is the ErrNotFound of a read that sees live records only
+// (Lookup, Resume). It says whether the key has no record or one whose
+// retention passed, asking q when the dialect can tell (dialect.Admin);
+// otherwise it says that there is no live record.
+func (c *core) noLiveRecord(ctx context.Context, q dialect.Queryer, req Request) error {
+	if a, ok := c.d.(dialect.Admin); ok {
+		rec, found, err := a.Inspect(ctx, q, c.table, dialect.LookupArgs{Scope: req.Scope, Key: req.Key, Now: c.now()})
+		switch {
+		case err == nil && !found:
+			return fmt.Errorf("%w: no record of key %q in scope %q", ErrNotFound, req.Key, req.Scope)
+		case err == nil && !rec.ExpiresAt.After(rec.Now):
+			return fmt.Errorf("%w: the record of key %q in scope %q expired at %s (Purge deletes it)",
+				ErrNotFound, req.Key, req.Scope, rec.ExpiresAt.UTC().Format(time.RFC3339))
+		}
+	}
+	return fmt.Errorf("%w: no live record of key %q in scope %q", ErrNotFound, req.Key, req.Scope)
 }
 
 // Cursor is a position in a listing: the (scope, key) of the last record

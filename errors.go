@@ -29,8 +29,10 @@ var (
 	ErrNotWon = errors.New("idem: complete without a won claim")
 	// ErrAlreadyCompleted: Complete was called twice on one claim.
 	ErrAlreadyCompleted = errors.New("idem: claim already completed")
-	// ErrNotFound: Lookup found no live record.
-	ErrNotFound = errors.New("idem: no live record")
+	// ErrNotFound: Lookup found no live record (Inspect and Delete: no
+	// record at all). The message says which: no record, or a record whose
+	// retention passed (it awaits Purge).
+	ErrNotFound = errors.New("idem: not found")
 	// ErrRetriesExhausted: Do gave up after Config.MaxAttempts attempts that
 	// failed with retryable errors. The error is a *RetryError.
 	ErrRetriesExhausted = errors.New("idem: retries exhausted")

@@ -296,9 +296,13 @@ const (
 	InFlight
 )
 
-// String returns "won", "replay", "mismatch" or "in-flight".
+// String returns "won", "replay", "mismatch" or "in-flight", and "none"
+// for the zero Outcome (a Result nothing filled in, as returned with an
+// error).
 func (o Outcome) String() string {
 	switch o {
+	case 0:
+		return "none"
 	case Won:
 		return "won"
 	case Replay:
@@ -586,7 +590,7 @@ func (s *Store[TTx]) lookup(ctx context.Context, q dialect.Queryer, scope, key s
 		return Record{}, s.failed(ctx, "lookup", req, s.d.Classify(err))
 	}
 	if !found {
-		return Record{}, fmt.Errorf("%w: key %q in scope %q", ErrNotFound, key, scope)
+		return Record{}, s.noLiveRecord(ctx, q, req)
 	}
 	return toRecord(rec)
 }

@@ -232,7 +232,7 @@ func TestCompleteOnLostClaim(t *testing.T) {
 
 func TestOutcomeString(t *testing.T) {
 	for o, want := range map[idem.Outcome]string{
-		idem.Won: "won", idem.Replay: "replay", idem.Mismatch: "mismatch", idem.InFlight: "in-flight", 0: "Outcome(0)",
+		idem.Won: "won", idem.Replay: "replay", idem.Mismatch: "mismatch", idem.InFlight: "in-flight", 0: "none", 99: "Outcome(99)",
 	} {
 		if got := o.String(); got != want {
 			t.Errorf("Outcome(%d).String() = %q, want %q", int(o), got, want)

@@ -278,6 +278,7 @@ func (s *Store[TTx]) acquireOnce(ctx context.Context, leaser dialect.Leaser, req
 		won, found bool
 		rec        dialect.Record
 		began      time.Time
+		released   bool // the record taken over had its lease released
 	)
 	a := dialect.LeaseArgs{
 		Scope: req.Scope, Key: req.Key, Fingerprint: req.Fingerprint[:],
@@ -313,8 +314,9 @@ func (s *Store[TTx]) acquireOnce(ctx context.Context, leaser dialect.Leaser, req
 		case err != nil:
 			return nil, err
 		case won:
-			return s.heldLease(ctx, req, rec, began, false)
+			return s.heldLease(ctx, req, rec, began, false, false)
 		}
+		released = found && releasedLease(rec)
 		next = noTakeover
 		if !found {
 			next = takeExpired
@@ -348,11 +350,11 @@ func (s *Store[TTx]) acquireOnce(ctx context.Context, leaser dialect.Leaser, req
 	case err != nil:
 		return nil, err
 	case !found && resumeOnly:
-		return nil, fmt.Errorf("%w: key %q in scope %q", ErrNotFound, req.Key, req.Scope)
+		return nil, s.noLiveRecord(ctx, s.pool, req)
 	case !found:
 		return nil, errVanished
 	case won:
-		return s.heldLease(ctx, req, rec, began, next == resumeLease)
+		return s.heldLease(ctx, req, rec, began, next == resumeLease, released)
 	}
 	res, err := s.judge(req, rec)
 	return s.lostLease(req, res), err
@@ -374,7 +376,9 @@ func (s *Store[TTx]) lostLease(req Request, res Result) *Lease[TTx] {
 
 // heldLease is the Lease of a won claim whose record is rec, written by a
 // statement that began at began.
-func (s *Store[TTx]) heldLease(ctx context.Context, req Request, rec dialect.Record, began time.Time, resumed bool) (*Lease[TTx], error) {
+// resumed says it took over an ended lease of the same intention, released
+// that the lease had been released rather than let lapse.
+func (s *Store[TTx]) heldLease(ctx context.Context, req Request, rec dialect.Record, began time.Time, resumed, released bool) (*Lease[TTx], error) {
 	r, err := toRecord(rec)
 	if err != nil {
 		return nil, fmt.Errorf("idem: key %q in scope %q: %w", req.Key, req.Scope, err)
@@ -383,7 +387,7 @@ func (s *Store[TTx]) heldLease(ctx context.Context, req Request, rec dialect.Rec
 		token: r.Token, createdAt: r.CreatedAt, step: r.Step, stepData: slices.Clone(r.StepData)}
 	l.extended(r.LeaseUntil, began)
 	if resumed && s.observing() {
-		s.emit(ctx, Event{Kind: EventTakeover, Scope: req.Scope, Key: req.Key, Token: r.Token, Step: r.Step, Lease: true})
+		s.emit(ctx, Event{Kind: EventTakeover, Scope: req.Scope, Key: req.Key, Token: r.Token, Step: r.Step, Lease: true, Released: released})
 	}
 	return l, nil
 }
@@ -574,6 +578,13 @@ func (l *Lease[TTx]) Release(ctx context.Context) error {
 	l.writing.Lock()
 	defer l.writing.Unlock()
 	return l.release(ctx)
+}
+
+// releasedLease reports whether rec's lease was ended by Release: a release
+// sets the lease's end to the claim's time (dialect.Leaser.ReleaseLease),
+// which no lease granted or extended ends at.
+func releasedLease(rec dialect.Record) bool {
+	return rec.State == dialect.Pending && !rec.LeaseUntil.IsZero() && rec.LeaseUntil.Equal(rec.CreatedAt)
 }
 
 // release is Release, with the lease's writes already serialised.

@@ -121,9 +121,13 @@ type Event struct {
 	Rows     int64
 	Batches  int
 	Duration time.Duration
-	// Token and Step describe a takeover (EventTakeover).
-	Token int64
-	Step  string
+	// Token and Step describe a takeover (EventTakeover). Released says
+	// the previous holder ended its lease with Lease.Release, a deliberate
+	// hand-over, rather than letting it lapse (a crash or a hang): only a
+	// lapsed lease is logged as a warning.
+	Token    int64
+	Step     string
+	Released bool
 	// Lease is set for the claim, stored, takeover and commit-unknown
 	// events of lease mode (Store.Lease, Resume, DoLease and a held
 	// lease's writes).
@@ -174,8 +178,12 @@ func (c *core) emit(ctx context.Context, e Event) {
 				slog.String("table", e.Table), slog.String("scope", e.Scope), slog.String("key", e.Key), slog.Any("error", e.Err))
 		}
 	case EventTakeover:
-		if l.Enabled(ctx, slog.LevelWarn) {
-			l.LogAttrs(ctx, slog.LevelWarn, "idem: expired lease taken over; resuming the work",
+		level, msg := slog.LevelWarn, "idem: expired lease taken over; resuming the work"
+		if e.Released {
+			level, msg = slog.LevelInfo, "idem: released lease taken over; resuming the work"
+		}
+		if l.Enabled(ctx, level) {
+			l.LogAttrs(ctx, level, msg,
 				slog.String("table", e.Table), slog.String("scope", e.Scope), slog.String("key", e.Key),
 				slog.Int64("token", e.Token), slog.String("step", e.Step))
 		}

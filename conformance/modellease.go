@@ -188,7 +188,7 @@ func (r *modelRun[TTx]) leaseComplete(t *rapid.T) {
 	h.ended = true
 	now := r.clk.Now()
 	if !stored {
-		r.m.rows[h.slot].leaseUntil = now // released
+		r.m.releaseLease(h.slot, now)
 		return
 	}
 	r.m.complete(h.slot, resp, now, modelRetention)
@@ -207,7 +207,7 @@ func (r *modelRun[TTx]) release(t *rapid.T) {
 		r.fail("Release by %s: %v; the model says it holds the lease", h.name, err)
 	}
 	h.ended = true
-	r.m.rows[h.slot].leaseUntil = r.clk.Now()
+	r.m.releaseLease(h.slot, r.clk.Now())
 }
 
 // resume is a recovery routine's takeover: only of an intention whose

@@ -227,3 +227,14 @@ func describeRecord(completed bool, status int, body []byte, token int64, create
 	return fmt.Sprintf("%s, token %d, created %s, expires %s, %s, step %q", state, token,
 		created.Format(time.RFC3339Nano), expires.Format(time.RFC3339Nano), lease, step)
 }
+
+// releaseLease ends a pending record's lease as ReleaseLease does: at the
+// claim's time (or now, if the clock went back past it), so that a release
+// is told from a lapse.
+func (m *refModel) releaseLease(s slot, now time.Time) {
+	rec := m.rows[s]
+	rec.leaseUntil = rec.created
+	if now.Before(rec.created) {
+		rec.leaseUntil = now
+	}
+}

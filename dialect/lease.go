@@ -49,7 +49,7 @@ import (
 //     lease's end sets expires_at = max(expires_at, lease_until), so a
 //     record whose retention has passed never holds a live lease, and Purge
 //     (expires_at <= now) never deletes one (ReleaseLease sets lease_until
-//     to now, an end already past);
+//     to the claim's time, an end already past);
 //   - a takeover sets a token greater than the row's; a new intention
 //     (InsertLease, TakeExpired) one greater than the floor as well; a
 //     single-transaction claim never holds a lease;
@@ -97,9 +97,12 @@ type Leaser interface {
 	// when no pending record holding a lease has a.Token and a.Fingerprint.
 	CompleteLease(ctx context.Context, q Queryer, t Table, a CompleteLeaseArgs) error
 
-	// ReleaseLease ends the lease at once (lease_until = now), keeping the
-	// token, the step and the pending state, so the next claim resumes the
-	// work. ErrLeaseLost when no pending record holding a lease has a.Token
+	// ReleaseLease ends the lease at once, keeping the token, the step and
+	// the pending state, so the next claim resumes the work. It sets
+	// lease_until = min(created_at, now): the claim's time, which no lease
+	// granted or extended ends at, so the core tells a released lease from
+	// one that lapsed (it logs only the latter as a warning); the min keeps
+	// the lease ended under a clock that went backwards. ErrLeaseLost when no pending record holding a lease has a.Token
 	// and a.Fingerprint.
 	ReleaseLease(ctx context.Context, q Queryer, t Table, a FenceArgs) error
 

@@ -24,7 +24,8 @@
 //
 //	status  when                                               stored
 //	------  -------------------------------------------------  ------
-//	any     first request: the handler's answer                yes, unless 5xx
+//	any     first request: the handler's answer                yes, unless 5xx,
+//	                                                           408, 425, 429
 //	same    retry of a stored answer: status, headers and      -
 //	        body as stored, plus Idempotent-Replayed: true
 //	400     Idempotency-Key missing, repeated or malformed     no

@@ -216,7 +216,7 @@ WHERE scope = ? AND idem_key = ? AND status IS NULL AND fingerprint = ?
 
 		complete: `UPDATE ` + n + ` SET status = ?, header = ?, body = ?, expires_at = ` + now + plus + `, lease_until = NULL ` + fenced,
 
-		release: `UPDATE ` + n + ` SET lease_until = ` + now + ` ` + fenced,
+		release: `UPDATE ` + n + ` SET lease_until = LEAST(created_at, ` + now + `) ` + fenced,
 
 		// Whether the holder's record is there: after an UPDATE that
 		// changed nothing, which go-sql-driver reports as 0 rows unless

@@ -202,7 +202,7 @@ RETURNING lease_until`,
 		complete: `UPDATE ` + n + ` SET status = $6, header = $7, body = $8,
 	expires_at = ` + fenceNow + ` + ` + micros("$9") + `, lease_until = NULL ` + fenced,
 
-		release: `UPDATE ` + n + ` SET lease_until = ` + fenceNow + ` ` + fenced,
+		release: `UPDATE ` + n + ` SET lease_until = LEAST(created_at, ` + fenceNow + `) ` + fenced,
 
 		// $1 now, $2 limit.
 		expired: `SELECT ` + columns("", clockOf("$1")) + ` FROM ` + n + `

@@ -134,7 +134,7 @@ RETURNING lease_until`,
 		// ?6 status, ?7 header, ?8 body, ?9 retention (µs).
 		complete: `UPDATE ` + n + ` SET status = ?6, header = ?7, body = ?8, expires_at = ` + fenceNow + ` + ?9, lease_until = NULL ` + fenced,
 
-		release: `UPDATE ` + n + ` SET lease_until = ` + fenceNow + ` ` + fenced,
+		release: `UPDATE ` + n + ` SET lease_until = MIN(created_at, ` + fenceNow + `) ` + fenced,
 
 		// ?1 now, ?2 limit.
 		expired: `SELECT ` + columns(now("?1")) + ` FROM ` + n + `

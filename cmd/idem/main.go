@@ -64,6 +64,9 @@ type command struct {
 	// needsDB: the command takes -dsn, -table and -timeout and gets a
 	// target.
 	needsDB bool
+	// createsDB: the command may create a SQLite file that does not exist
+	// (migrate); every other command refuses a missing file.
+	createsDB bool
 	// timeout is the default of -timeout (0: none).
 	timeout time.Duration
 	// flags adds the command's own flags and returns the function that
@@ -171,7 +174,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, isTermina
 		if e.configure != nil {
 			e.configure(&cfg)
 		}
-		t, err := openTarget(ctx, db.dsn, cfg)
+		t, err := openTarget(ctx, db.dsn, cfg, c.createsDB)
 		if err != nil {
 			return fail(ctx, stderr, c.name, err)
 		}
@@ -273,6 +276,8 @@ Examples:
   idem status -dsn orders.db
   idem migrate -dsn 'postgres://app:secret@db:5432/orders?sslmode=require'
   idem list -dsn "$IDEM_DSN" -state pending -min-age 10m -live
+  idem list -dsn "$IDEM_DSN" -principal tenant-42
+  idem inspect -dsn "$IDEM_DSN" -principal tenant-42 -method POST -route 'POST /orders' -key k_9f2c
   idem purge -dsn 'mysql://app:secret@db:3306/orders'
 
 %s`, "help", "show this text, or a command's flags", exitCodes)

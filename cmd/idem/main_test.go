@@ -104,6 +104,11 @@ func TestHelp(t *testing.T) {
 func TestCommandsOnSQLite(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "orders.db")
 	dsn := path
+	if db, err := sqlite.Open(path); err != nil { // an empty database: status does not create one
+		t.Fatal(err)
+	} else if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if code, _, errText := cli(t, false, "status", "-dsn", dsn); code != exitPending || !strings.Contains(errText, "run idem migrate") {
 		t.Fatalf("status before migrate: exit %d, %s; want %d", code, errText, exitPending)
 	}
@@ -186,7 +191,8 @@ func TestCommandsOnSQLite(t *testing.T) {
 		t.Errorf("list -state stuck: exit %d, want %d", code, exitUsage)
 	}
 
-	if code, _, errText := cli(t, false, "delete", "-dsn", dsn, "-scope", "t1 POST /orders", "-key", "t1-pending"); code != exitRefused || !strings.Contains(errText, "pending") {
+	if code, _, errText := cli(t, false, "delete", "-dsn", dsn, "-scope", "t1 POST /orders", "-key", "t1-pending"); code != exitRefused ||
+		!strings.Contains(errText, "pending") || !strings.Contains(errText, "-force") || strings.Contains(errText, "ForceDelete") {
 		t.Errorf("delete of a live pending record: exit %d, %s; want %d", code, errText, exitRefused)
 	}
 	if code, out, _ := cli(t, false, "delete", "-dsn", dsn, "-scope", "t1 POST /orders", "-key", "t1-pending", "-force"); code != exitOK || !strings.Contains(out, "deleted") {

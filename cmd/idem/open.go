@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"strings"
 
 	mysqldriver "github.com/go-sql-driver/mysql"
@@ -32,8 +34,10 @@ func (t *target) Close() error { return t.db.Close() }
 // openTarget opens the database dsn names and makes a store on table with
 // cfg. dsn is a SQLite file path (or sqlite:PATH), a postgres:// or
 // postgresql:// URL, or a mysql://user:password@host:port/database URL
-// whose query holds go-sql-driver/mysql parameters.
-func openTarget(ctx context.Context, dsn string, cfg idem.Config) (*target, error) {
+// whose query holds go-sql-driver/mysql parameters. Unless create is set
+// (migrate), a SQLite file that does not exist is an error, not a new
+// empty database: a mistyped path must not leave a file behind.
+func openTarget(ctx context.Context, dsn string, cfg idem.Config, create bool) (*target, error) {
 	if dsn == "" {
 		return nil, usageError("-dsn is required (or set IDEM_DSN): a SQLite path, postgres://... or mysql://...")
 	}
@@ -69,6 +73,11 @@ func openTarget(ctx context.Context, dsn string, cfg idem.Config) (*target, erro
 	default:
 		path := strings.TrimPrefix(dsn, "sqlite:")
 		where = "SQLite file " + path
+		if !create {
+			if path, err = existingSQLite(path); err != nil {
+				return nil, err
+			}
+		}
 		db, err = sqlite.Open(path)
 		newD = func(db *sql.DB) (dialect.Driver[*sql.Tx], error) { return sqlite.New(ctx, db, sqlite.Options{}) }
 	}
@@ -93,6 +102,32 @@ func openTarget(ctx context.Context, dsn string, cfg idem.Config) (*target, erro
 		return nil, err
 	}
 	return &target{store: store, db: db, where: where}, nil
+}
+
+// existingSQLite returns the DSN that opens the SQLite database at path
+// only if it exists: a plain path is checked, a "file:" URI gets mode=rw
+// (unless it sets a mode), so that SQLite refuses to create it. In-memory
+// databases are returned as they are.
+func existingSQLite(path string) (string, error) {
+	base, query, _ := strings.Cut(path, "?")
+	switch {
+	case base == ":memory:" || base == "file::memory:":
+		return path, nil
+	case strings.HasPrefix(base, "file:"):
+		q, err := url.ParseQuery(query)
+		if err != nil || q.Has("mode") {
+			return path, nil // sqlite.Open reports a malformed query
+		}
+		q.Set("mode", "rw")
+		return base + "?" + q.Encode(), nil
+	}
+	if _, err := os.Stat(path); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("SQLite file %s does not exist (idem migrate creates it): %w", path, err)
+		}
+		return "", fmt.Errorf("SQLite file %s: %w", path, err)
+	}
+	return path, nil
 }
 
 // openMySQL opens a mysql://user:password@host:port/database?params URL.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"strings"
@@ -10,32 +11,87 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemhttp"
 )
 
-// keyFlags adds -scope and -key, both required: a command without them is
-// refused before the database is opened.
+// keyFlags adds -key and the flags that name its scope: -scope, or
+// -principal, -method and -route, from which the scope is built the way
+// idemhttp's middleware builds it (idemhttp.Scope). The key and one of the
+// two forms are required; a command without them, with both, or with part
+// of the trio is refused before the database is opened.
 func keyFlags(fs *flag.FlagSet, e *env) (scope, key *string) {
-	scope = fs.String("scope", "", "the key's scope (required), as the service builds it: with idemhttp, \"PRINCIPAL METHOD ROUTE\"")
+	scope = fs.String("scope", "", "the key's scope, exactly as stored (see -principal, -method and -route for idemhttp's)")
+	principal := fs.String("principal", "", "with -method and -route, instead of -scope: the principal (tenant, client) the\nservice's idemhttp.Config.Principal returned")
+	method := fs.String("method", "", "with -principal and -route: the request's method, such as POST")
+	route := fs.String("route", "", "with -principal and -method: the route the middleware saw: the http.ServeMux pattern\nthat matched, with its method and host if it has them (\"POST /orders/{id}\"), or the\nframework's template (\"/orders/:id\" in echo and gin)")
 	key = fs.String("key", "", "the idempotency key (required)")
 	e.check = func() error {
-		if *scope == "" || *key == "" {
-			return usageError("-scope and -key are required")
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		trio := 0
+		for _, name := range []string{"principal", "method", "route"} {
+			if set[name] {
+				trio++
+			}
+		}
+		switch {
+		case *key == "":
+			return usageError("-key is required")
+		case set["scope"] && trio > 0:
+			return usageError("-scope excludes -principal, -method and -route: give the scope, or the three it is built from")
+		case trio > 0 && trio < 3:
+			return usageError("-principal, -method and -route go together: give all three (an anonymous principal is -principal '')")
+		case trio == 3 && *method == "":
+			return usageError("-method is empty")
+		case trio == 3:
+			*scope = idemhttp.Scope(*principal, *method, *route)
+		case *scope == "":
+			return usageError("-scope, or -principal, -method and -route, are required")
 		}
 		return nil
 	}
 	return scope, key
 }
 
+// prefixFlags adds -prefix and -principal, which exclude each other, and
+// returns the function that gives the scope prefix they select: -principal
+// P selects every scope idem.Scope builds for P (idem.ScopePrefix).
+func prefixFlags(fs *flag.FlagSet, what string) func() (string, error) {
+	prefix := fs.String("prefix", "", what+" whose scope starts with this, byte for byte")
+	principal := fs.String("principal", "", what+" of this principal (tenant, client): the scopes idemhttp, idemgrpc and\nidemqueue build for it begin with idem.ScopePrefix(principal), the quoted principal")
+	return func() (string, error) {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		switch {
+		case set["prefix"] && set["principal"]:
+			return "", usageError("-prefix and -principal exclude each other")
+		case set["principal"]:
+			return idem.ScopePrefix(*principal), nil
+		}
+		return *prefix, nil
+	}
+}
+
 var inspectCommand = command{
 	name:    "inspect",
 	summary: "show one key's record, whatever its state",
-	usage: `inspect -dsn DSN [-table NAME] -scope SCOPE -key KEY [-json]
+	usage: `inspect -dsn DSN [-table NAME] (-scope SCOPE | -principal P -method M -route R) -key KEY [-json]
 
 Shows the record of one key: its state (pending or completed), whether its
 retention has passed, the stored status, the sizes of the stored header and
-body, the request fingerprint, when it was claimed and when it expires. Expired
-records that purge has not deleted yet are shown too. Exits 3 when there is
-no record.`,
+body, the request fingerprint, when it was claimed and when it expires, and
+for a lease-mode record its fencing token, its lease's end and its last
+recovery step. Expired records that purge has not deleted yet are shown too.
+Exits 3 when there is no record.
+
+A scope is stored as idem.Scope builds it: the quoted principal, then the
+operation. For a key sent through idemhttp, give the principal, the method and
+the route and the scope is built as the middleware builds it:
+
+  idem inspect -principal tenant-42 -method POST -route 'POST /accounts/{id}/deposits' -key k_9f2c
+
+which is the same as
+  idem inspect -scope '"tenant-42" POST "POST /accounts/{id}/deposits"' -key k_9f2c`,
 	needsDB: true,
 	timeout: time.Minute,
 	flags: func(fs *flag.FlagSet, e *env) func(context.Context, *env) error {
@@ -59,6 +115,18 @@ no record.`,
 			fmt.Fprintf(w, "fingerprint\t%s\n", hex.EncodeToString(r.Fingerprint[:]))
 			fmt.Fprintf(w, "claimed\t%s (%s ago)\n", r.CreatedAt.Format(time.RFC3339Nano), age(r.Age))
 			fmt.Fprintf(w, "expires\t%s\n", r.ExpiresAt.Format(time.RFC3339Nano))
+			if r.Token != 0 || !r.LeaseUntil.IsZero() || r.Step != "" {
+				fmt.Fprintf(w, "token\t%d\n", r.Token)
+				switch {
+				case r.LeaseUntil.IsZero():
+					fmt.Fprintf(w, "lease\tnone\n")
+				case r.LeaseExpired:
+					fmt.Fprintf(w, "lease\tended %s (lapsed or released: a claim may take it over)\n", r.LeaseUntil.Format(time.RFC3339Nano))
+				default:
+					fmt.Fprintf(w, "lease\theld until %s\n", r.LeaseUntil.Format(time.RFC3339Nano))
+				}
+				fmt.Fprintf(w, "step\t%s\n", cmpOr(r.Step, "(none)"))
+			}
 			return w.Flush()
 		}
 	},
@@ -67,17 +135,21 @@ no record.`,
 var listCommand = command{
 	name:    "list",
 	summary: "list records by scope prefix, state and age, a page at a time",
-	usage: `list -dsn DSN [-table NAME] [-prefix SCOPE_PREFIX] [-state STATES] [-min-age D] [-max-age D]
-          [-live | -expired] [-limit N] [-after TOKEN | -all] [-json]
+	usage: `list -dsn DSN [-table NAME] [-prefix SCOPE_PREFIX | -principal P] [-state STATES] [-min-age D]
+          [-max-age D] [-live | -expired] [-limit N] [-after TOKEN | -all] [-json]
 
 Lists records in (scope, key) order, byte by byte. A page ends with the token
 of the next one ("next: TOKEN"; in JSON, "next"): pass it to -after. -all
 follows the pages to the end. Stuck keys, for example, are pending, live and
-old: idem list -state pending -live -min-age 10m`,
+old: idem list -state pending -live -min-age 10m
+
+Scopes begin with the quoted principal ("tenant-42" POST "POST /orders"), so
+one tenant's records are idem list -principal tenant-42 (the same as
+-prefix '"tenant-42" ').`,
 	needsDB: true,
 	timeout: time.Minute,
 	flags: func(fs *flag.FlagSet, e *env) func(context.Context, *env) error {
-		prefix := fs.String("prefix", "", "only records whose scope starts with this")
+		prefix := prefixFlags(fs, "only records")
 		states := fs.String("state", "", "only records in these states, comma-separated: pending, completed")
 		minAge := fs.Duration("min-age", 0, "only records claimed at least this long ago")
 		maxAge := fs.Duration("max-age", 0, "only records claimed at most this long ago")
@@ -88,7 +160,11 @@ old: idem list -state pending -live -min-age 10m`,
 		all := fs.Bool("all", false, "list every page, not only the first")
 		var f idem.ListFilter
 		e.check = func() error { // before the database is opened
-			f = idem.ListFilter{ScopePrefix: *prefix, MinAge: *minAge, MaxAge: *maxAge, Limit: *limit}
+			p, err := prefix()
+			if err != nil {
+				return err
+			}
+			f = idem.ListFilter{ScopePrefix: p, MinAge: *minAge, MaxAge: *maxAge, Limit: *limit}
 			if *limit < 1 || *limit > idem.MaxListLimit {
 				return usageError(fmt.Sprintf("-limit %d is outside 1..%d", *limit, idem.MaxListLimit))
 			}
@@ -182,13 +258,14 @@ func printRecords(e *env, records []idem.RecordInfo, next *idem.Cursor, last boo
 var deleteCommand = command{
 	name:    "delete",
 	summary: "delete one key's record, so its next request does the work again",
-	usage: `delete -dsn DSN [-table NAME] -scope SCOPE -key KEY [-force] [-json]
+	usage: `delete -dsn DSN [-table NAME] (-scope SCOPE | -principal P -method M -route R) -key KEY
+          [-force] [-json]
 
 Deletes the record of one key: its next request does the work again instead
 of replaying the stored answer. A record that is pending and live may still
 have a request working on it, so it is refused (exit 4) unless -force is given;
 use -force for a claim whose request is known to be gone. Exits 3 when there
-is no record.`,
+is no record. The scope is given as for inspect ("idem help inspect").`,
 	needsDB: true,
 	timeout: time.Minute,
 	flags: func(fs *flag.FlagSet, e *env) func(context.Context, *env) error {
@@ -200,6 +277,12 @@ is no record.`,
 				err = e.target.store.ForceDelete(ctx, *scope, *key)
 			} else {
 				err = e.target.store.Delete(ctx, *scope, *key)
+			}
+			if inflight := (*idem.InFlightRecordError)(nil); errors.As(err, &inflight) {
+				// The core's message names ForceDelete, the library's way.
+				r := inflight.Record
+				return fmt.Errorf("%w: key %q in scope %q is %v and live until %s (claimed %s ago): a request may still be working on it; -force deletes it anyway",
+					idem.ErrRecordInFlight, r.Key, r.Scope, r.State, r.ExpiresAt.Format(time.RFC3339), age(r.Age))
 			}
 			if err != nil {
 				return err

@@ -16,10 +16,12 @@ var migrateCommand = command{
 
 Brings the table to this binary's schema version, applying and recording each
 migration it lacks (Store.Migrate). Safe to run from several places at once and
-to run again. A database whose schema is newer than this binary is refused
+to run again. It creates a SQLite file that does not exist; every other
+command refuses one. A database whose schema is newer than this binary is refused
 (exit 6).`,
-	needsDB: true,
-	timeout: 5 * time.Minute,
+	needsDB:   true,
+	createsDB: true,
+	timeout:   5 * time.Minute,
 	flags: func(*flag.FlagSet, *env) func(context.Context, *env) error {
 		return func(ctx context.Context, e *env) error {
 			s := e.target.store
@@ -53,18 +55,23 @@ to run again. A database whose schema is newer than this binary is refused
 var statusCommand = command{
 	name:    "status",
 	summary: "show the schema version and the records by state",
-	usage: `status -dsn DSN [-table NAME] [-prefix SCOPE_PREFIX] [-json]
+	usage: `status -dsn DSN [-table NAME] [-prefix SCOPE_PREFIX | -principal P] [-json]
 
 Shows the table's schema version next to this binary's, and counts its
 records: live ones by state, and expired ones awaiting purge. Counting reads
-the whole table (or the scope range of -prefix). Exits 5 when migrations are
+the whole table (or the scope range of -prefix or -principal). Exits 5 when migrations are
 pending, so that a deploy step can run "idem status || idem migrate". Reading
 the version creates the (empty) version table <table>_schema when it is
 missing.`,
 	needsDB: true,
 	timeout: time.Minute,
-	flags: func(fs *flag.FlagSet, _ *env) func(context.Context, *env) error {
-		prefix := fs.String("prefix", "", "count only records whose scope starts with this")
+	flags: func(fs *flag.FlagSet, e *env) func(context.Context, *env) error {
+		prefixOf := prefixFlags(fs, "count only records")
+		var prefix string
+		e.check = func() (err error) {
+			prefix, err = prefixOf()
+			return err
+		}
 		return func(ctx context.Context, e *env) error {
 			s := e.target.store
 			v, err := s.Version(ctx)
@@ -73,7 +80,7 @@ missing.`,
 			}
 			var counts *idem.Counts
 			if v.Current > 0 {
-				c, err := s.Counts(ctx, *prefix)
+				c, err := s.Counts(ctx, prefix)
 				if err != nil {
 					return err
 				}
