@@ -47,12 +47,12 @@ func ExampleStore_List() {
 	now := time.Date(2031, 3, 14, 12, 0, 0, 0, time.UTC)
 	db, store := openOrders(idem.Config{Clock: func() time.Time { return now }})
 	defer db.Close()
-	seedExample(ctx, db, store, "tenant-42 POST /orders", "a1", "stuck", "a2")
-	seedExample(ctx, db, store, "tenant-7 POST /orders", "b1")
+	seedExample(ctx, db, store, idem.Scope("tenant-42", "POST /orders"), "a1", "stuck", "a2")
+	seedExample(ctx, db, store, idem.Scope("tenant-7", "POST /orders"), "b1")
 	now = now.Add(10 * time.Minute)
 
 	page, err := store.List(ctx, idem.ListFilter{
-		ScopePrefix: "tenant-42 ",
+		ScopePrefix: idem.ScopePrefix("tenant-42"),
 		States:      []idem.State{idem.StatePending},
 		MinAge:      time.Minute,
 		Expiry:      idem.LiveOnly,
@@ -69,13 +69,13 @@ func ExampleStore_List() {
 	if err := store.ForceDelete(ctx, stuck.Scope, stuck.Key); err != nil {
 		log.Fatal(err)
 	}
-	counts, err := store.Counts(ctx, "tenant-42 ")
+	counts, err := store.Counts(ctx, idem.ScopePrefix("tenant-42"))
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("tenant-42:", counts.Live[idem.StatePending], "pending,", counts.Live[idem.StateCompleted], "completed")
 	// Output:
-	// tenant-42 POST /orders stuck pending, claimed 10m0s ago
+	// "tenant-42" POST /orders stuck pending, claimed 10m0s ago
 	// delete: true
 	// tenant-42: 0 pending, 2 completed
 }
@@ -87,15 +87,15 @@ func ExampleStore_Inspect() {
 	now := time.Date(2031, 3, 14, 12, 0, 0, 0, time.UTC)
 	db, store := openOrders(idem.Config{Clock: func() time.Time { return now }})
 	defer db.Close()
-	seedExample(ctx, db, store, "tenant-42 POST /orders", "a1")
+	seedExample(ctx, db, store, idem.Scope("tenant-42", "POST /orders"), "a1")
 	now = now.Add(25 * time.Hour)
 
-	r, err := store.Inspect(ctx, "tenant-42 POST /orders", "a1")
+	r, err := store.Inspect(ctx, idem.Scope("tenant-42", "POST /orders"), "a1")
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Printf("%v, status %d, %d body bytes, expired %v, claimed %v ago\n", r.State, r.Status, r.BodyBytes, r.Expired, r.Age)
-	_, err = store.Lookup(ctx, "tenant-42 POST /orders", "a1")
+	_, err = store.Lookup(ctx, idem.Scope("tenant-42", "POST /orders"), "a1")
 	fmt.Println("lookup:", errors.Is(err, idem.ErrNotFound))
 	// Output:
 	// completed, status 201, 8 body bytes, expired true, claimed 25h0m0s ago
@@ -108,7 +108,7 @@ func ExampleRunPurges() {
 	now := time.Date(2031, 3, 14, 12, 0, 0, 0, time.UTC)
 	db, store := openOrders(idem.Config{Clock: func() time.Time { return now }})
 	defer db.Close()
-	seedExample(context.Background(), db, store, "tenant-42 POST /orders", "a1", "a2")
+	seedExample(context.Background(), db, store, idem.Scope("tenant-42", "POST /orders"), "a1", "a2")
 	now = now.Add(48 * time.Hour)
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -146,7 +146,7 @@ func ExampleConfig_observer() {
 		}
 	})})
 	defer db.Close()
-	req := idem.Request{Scope: "tenant-42 POST /orders", Key: "k1", Fingerprint: idem.FingerprintRequest("POST", "/orders", []byte("a"))}
+	req := idem.Request{Scope: idem.Scope("tenant-42", "POST /orders"), Key: "k1", Fingerprint: idem.FingerprintRequest("POST", "/orders", []byte("a"))}
 	other := req
 	other.Fingerprint = idem.FingerprintRequest("POST", "/orders", []byte("b"))
 	for _, r := range []idem.Request{req, req, other} {
@@ -158,7 +158,7 @@ func ExampleConfig_observer() {
 	}
 	fmt.Println(outcomes[idem.Won], "won,", outcomes[idem.Replay], "replay,", outcomes[idem.Mismatch], "mismatch")
 	// Output:
-	// level=WARN msg="idem: key reused with a different request" table=idempotency_keys scope="tenant-42 POST /orders" key=k1
+	// level=WARN msg="idem: key reused with a different request" table=idempotency_keys scope="\"tenant-42\" POST /orders" key=k1
 	// 1 won, 1 replay, 1 mismatch
 }
 

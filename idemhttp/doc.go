@@ -73,9 +73,11 @@
 // (application/problem+json) with type "about:blank", the status phrase as
 // title, a detail for people, and a "code" member for programs:
 // "key-missing", "key-invalid", "principal-missing", "body-too-large",
-// "body-unreadable", "key-mismatch", "in-flight", "response-too-large",
-// "handler-failed", "no-response", "transaction-ended", "commit-unknown",
-// "lease-lost", "store-unavailable".
+// "body-unreadable", "key-mismatch", "in-flight", "database-busy" (a 409
+// on SQLite when the wait was for the database's write lock, not for the
+// key), "route-missing", "response-too-large", "handler-failed",
+// "no-response", "transaction-ended", "commit-unknown", "lease-lost",
+// "store-unavailable".
 //
 // # Retention
 //
@@ -117,18 +119,21 @@
 // request with the same fingerprint; anything else with that key is a 422.
 //
 // The scope is the principal (Config.Principal: the authenticated client or
-// tenant), the method and the route, written as
+// tenant) first, then the method and the route, as Scope builds it:
 //
-//	POST "POST /invoices/{id}/pay" "tenant-7"
+//	"tenant-7" POST "/invoices/{id}/pay"
 //
-// (hashed when longer than idem.MaxScopeBytes). The route (Config.Route) is
-// by default the ServeMux pattern that matched, such as
-// "POST /invoices/{id}/pay", and "" when there is none (the middleware wraps
-// a whole mux, or a router that sets no pattern). It is the pattern, not the
-// concrete path, so a key reused on another resource of the same route
-// meets its first use and is a mismatch, never a fresh key: keys never
-// collide across clients, methods or routes, and a key cannot read another
-// client's answer.
+// (the operation hashed when longer than idem.MaxScopeBytes), so
+// idem.ScopePrefix("tenant-7") selects one tenant's records. The route
+// (Config.Route) is by default the route a framework adapter set with
+// WithRoute, else the ServeMux pattern that matched without its method,
+// such as "/invoices/{id}/pay". A protected request without a route (the
+// middleware wraps a whole mux, or runs in a router's top-level Use) is
+// refused with 500 "route-missing" unless Config.Unrouted is set. The
+// route is the pattern, not the concrete path, so a key reused on another
+// resource of the same route meets its first use and is a mismatch, never
+// a fresh key: keys never collide across clients, methods or routes, and a
+// key cannot read another client's answer.
 //
 // The fingerprint (Config.Fingerprint, by default DefaultFingerprint) covers
 // what identifies the resource and the change: the method, the route, the

@@ -385,10 +385,17 @@ func (m *Middleware[TTx]) answer(w http.ResponseWriter, r *http.Request, req ide
 	case idem.InFlight:
 		w.Header().Set("Retry-After", m.retryAfterFor(res.Record))
 		detail := "A request with this Idempotency-Key is still in progress. Retry later with the same key."
-		if res.Record.Key == "" {
+		code := "in-flight"
+		switch {
+		case res.Busy && res.Record.Key == "":
+			// SQLite's write lock: another request may hold this key, or
+			// none does; the wait was for the database, not the key.
+			code = "database-busy"
+			detail = "The database was busy with other writes past the wait bound, so whether another request holds this Idempotency-Key is not known. Nothing was done. Retry soon with the same key."
+		case res.Record.Key == "":
 			detail = "The request could not claim its Idempotency-Key in time: another request holds it, or the database is busy. Retry later with the same key."
 		}
-		writeProblem(w, http.StatusConflict, "in-flight", detail)
+		writeProblem(w, http.StatusConflict, code, detail)
 	default:
 		m.failed(w, r, req, fmt.Errorf("idemhttp: unexpected outcome %v", res.Outcome))
 	}

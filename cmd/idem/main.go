@@ -277,7 +277,7 @@ Examples:
   idem migrate -dsn 'postgres://app:secret@db:5432/orders?sslmode=require'
   idem list -dsn "$IDEM_DSN" -state pending -min-age 10m -live
   idem list -dsn "$IDEM_DSN" -principal tenant-42
-  idem inspect -dsn "$IDEM_DSN" -principal tenant-42 -method POST -route 'POST /orders' -key k_9f2c
+  idem inspect -dsn "$IDEM_DSN" -principal tenant-42 -method POST -route /orders -key k_9f2c
   idem purge -dsn 'mysql://app:secret@db:3306/orders'
 
 %s`, "help", "show this text, or a command's flags", exitCodes)

@@ -23,7 +23,7 @@ func keyFlags(fs *flag.FlagSet, e *env) (scope, key *string) {
 	scope = fs.String("scope", "", "the key's scope, exactly as stored (see -principal, -method and -route for idemhttp's)")
 	principal := fs.String("principal", "", "with -method and -route, instead of -scope: the principal (tenant, client) the\nservice's idemhttp.Config.Principal returned")
 	method := fs.String("method", "", "with -principal and -route: the request's method, such as POST")
-	route := fs.String("route", "", "with -principal and -method: the route the middleware saw: the http.ServeMux pattern\nthat matched, with its method and host if it has them (\"POST /orders/{id}\"), or the\nframework's template (\"/orders/:id\" in echo and gin)")
+	route := fs.String("route", "", "with -principal and -method: the route the middleware saw: the http.ServeMux pattern\nthat matched without its method, with its host if it has one (\"/orders/{id}\"), or the\nframework's template (\"/orders/:id\" in echo and gin)")
 	key = fs.String("key", "", "the idempotency key (required)")
 	e.check = func() error {
 		set := map[string]bool{}
@@ -88,10 +88,10 @@ A scope is stored as idem.Scope builds it: the quoted principal, then the
 operation. For a key sent through idemhttp, give the principal, the method and
 the route and the scope is built as the middleware builds it:
 
-  idem inspect -principal tenant-42 -method POST -route 'POST /accounts/{id}/deposits' -key k_9f2c
+  idem inspect -principal tenant-42 -method POST -route '/accounts/{id}/deposits' -key k_9f2c
 
 which is the same as
-  idem inspect -scope '"tenant-42" POST "POST /accounts/{id}/deposits"' -key k_9f2c`,
+  idem inspect -scope '"tenant-42" POST "/accounts/{id}/deposits"' -key k_9f2c`,
 	needsDB: true,
 	timeout: time.Minute,
 	flags: func(fs *flag.FlagSet, e *env) func(context.Context, *env) error {
@@ -143,7 +143,7 @@ of the next one ("next: TOKEN"; in JSON, "next"): pass it to -after. -all
 follows the pages to the end. Stuck keys, for example, are pending, live and
 old: idem list -state pending -live -min-age 10m
 
-Scopes begin with the quoted principal ("tenant-42" POST "POST /orders"), so
+Scopes begin with the quoted principal ("tenant-42" POST "/orders"), so
 one tenant's records are idem list -principal tenant-42 (the same as
 -prefix '"tenant-42" ').`,
 	needsDB: true,

@@ -65,7 +65,7 @@ func serveDeposits(t *testing.T, path string, sends map[string]string) {
 func TestScopeOfHTTPRecords(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "svc.db")
 	serveDeposits(t, path, map[string]string{"k-42": "tenant-42", "k-420": "tenant-420", "k-7": "tenant-7"})
-	route := "POST /accounts/{id}/deposits" // the ServeMux pattern, as r.Pattern holds it
+	route := "/accounts/{id}/deposits" // the ServeMux pattern without its method
 
 	code, out, errText := cli(t, false, "inspect", "-dsn", path, "-principal", "tenant-42", "-method", "POST", "-route", route, "-key", "k-42", "-json")
 	var rec recordJSON

@@ -39,7 +39,7 @@ func testInFlight[TTx any](t *testing.T, b conformance.Backend[TTx]) {
 	r := e.send(call{key: key, body: "x"})
 	elapsed := time.Since(start)
 	close(release)
-	e.expectProblem(key, r, http.StatusConflict, "in-flight")
+	e.expectProblem(key, r, http.StatusConflict, e.heldKeyCode())
 	e.expectRetryAfter(key, r)
 	if elapsed < bound/2 {
 		e.Errorf(key, "409 after %v, want it after waiting about the bound %v", elapsed, bound)

@@ -105,6 +105,17 @@ type env[TTx any] struct {
 	runs    atomic.Int64 // handler runs inside a transaction
 }
 
+// heldKeyCode is the problem code of a request that waited out the bound
+// for a key another request's open transaction holds: "in-flight", or on a
+// backend whose writers take the whole database (SQLite), where the wait
+// was for the database, "database-busy".
+func (e *env[TTx]) heldKeyCode() string {
+	if e.Driver.Dialect().Capabilities().DatabaseWriteLock {
+		return "database-busy"
+	}
+	return "in-flight"
+}
+
 // options change a case's setup.
 type options[TTx any] struct {
 	store idem.Config

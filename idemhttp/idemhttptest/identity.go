@@ -232,7 +232,7 @@ func testRetryAfterRoundsUp[TTx any](t *testing.T, b conformance.Backend[TTx]) {
 	}
 	r := e.send(call{key: key, body: "x"})
 	close(release)
-	e.expectProblem(key, r, http.StatusConflict, "in-flight")
+	e.expectProblem(key, r, http.StatusConflict, e.heldKeyCode())
 	if got := r.header.Get("Retry-After"); got != "2" {
 		e.Fatalf(key, "Retry-After %q for 1.5 s, want 2 (rounded up)", got)
 	}
