@@ -2,5 +2,5 @@
 // web frameworks, the way their users install it: echo
 // (github.com/labstack/echo/v4) through echo.WrapMiddleware. It lives in the
 // integration module so that no framework reaches the library's module
-// graph.
+// graph. idemgin_test.go runs idemgin (gin) on PostgreSQL.
 package frameworks
