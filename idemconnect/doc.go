@@ -62,8 +62,8 @@
 //
 // The response header and trailers a handler sets, on its
 // *connect.Response, on its *connect.Error's metadata or through
-// connect.CallInfo, are stored and replayed, without the protocols' own
-// headers. When a retryable database error re-runs the handler, what a
+// connect.CallInfo, are stored and replayed (connect itself drops the
+// protocols' reserved headers when it sends them). When a retryable database error re-runs the handler, what a
 // rolled-back run set through CallInfo is discarded first.
 //
 // Answers are stored in an encoding of this package, under a scope that

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 
 	"connectrpc.com/connect"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
@@ -229,28 +228,4 @@ func mergeInto(into, from http.Header) http.Header {
 		into[name] = append(into[name], values...)
 	}
 	return into
-}
-
-// isProtocolHeader reports whether name is reserved for the Connect and
-// gRPC protocols; such names are never stored or replayed.
-func isProtocolHeader(name string) bool {
-	n := strings.ToLower(name)
-	return strings.HasPrefix(n, "connect-") || strings.HasPrefix(n, "grpc-") || n == "content-type" ||
-		n == "content-encoding" || n == "content-length" || n == "accept-encoding" || n == "date" || n == "te" || n == "trailer"
-}
-
-// withoutProtocol returns h without protocol headers (nil when nothing is
-// left).
-func withoutProtocol(h http.Header) http.Header {
-	var out http.Header
-	for name, values := range h {
-		if isProtocolHeader(name) || len(values) == 0 {
-			continue
-		}
-		if out == nil {
-			out = make(http.Header, len(h))
-		}
-		out[name] = slices.Clone(values)
-	}
-	return out
 }

@@ -274,9 +274,9 @@ func (s *Server[TTx]) serve(ctx context.Context, req connect.AnyRequest, next co
 				return idem.Response{}, &handlerError{err: herr}
 			}
 			last.err = herr
-			header := mergeInto(withoutProtocol(ce.Meta()), withoutProtocol(infoHeader))
+			header := mergeInto(ce.Meta().Clone(), infoHeader)
 			return idem.Response{Status: idem.NoStatus, Header: header,
-				Body: outcome{status: statusOf(ce), trailer: withoutProtocol(infoTrailer)}.encode()}, nil
+				Body: outcome{status: statusOf(ce), trailer: infoTrailer}.encode()}, nil
 		}
 		m, ok := resp.Any().(proto.Message)
 		if !ok {
@@ -290,8 +290,8 @@ func (s *Server[TTx]) serve(ctx context.Context, req connect.AnyRequest, next co
 			return idem.Response{}, &answerError{fmt.Sprintf("idemconnect: encode the response of %s: %v", procedure, err)}
 		}
 		last.resp = resp
-		header := mergeInto(withoutProtocol(resp.Header()), withoutProtocol(infoHeader))
-		trailer := mergeInto(withoutProtocol(resp.Trailer()), withoutProtocol(infoTrailer))
+		header := mergeInto(resp.Header().Clone(), infoHeader)
+		trailer := mergeInto(resp.Trailer().Clone(), infoTrailer)
 		return idem.Response{Status: idem.NoStatus, Header: header, Body: outcome{trailer: trailer, message: b}.encode()}, nil
 	})
 	if err != nil {

@@ -231,7 +231,7 @@ func TestErrorPolicy(t *testing.T) {
 						firstErr = ce
 					}
 					if ce.Code() != firstErr.Code() || ce.Message() != firstErr.Message() || len(ce.Details()) != len(firstErr.Details()) {
-						t.Errorf("call %d: %v, want %v", i, ce, firstErr)
+						t.Errorf("call %d: %v with %d details, want %v with %d", i, ce, len(ce.Details()), firstErr, len(firstErr.Details()))
 					}
 					for j, d := range ce.Details() {
 						if d.Type() != firstErr.Details()[j].Type() || !bytes.Equal(d.Bytes(), firstErr.Details()[j].Bytes()) {
