@@ -3,6 +3,7 @@ module github.com/idemkit/idem/integration
 go 1.26.0
 
 require (
+	connectrpc.com/connect v1.21.1
 	github.com/containerd/errdefs v1.0.0
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/golang-migrate/migrate/v4 v4.20.1
@@ -17,6 +18,12 @@ require (
 	github.com/testcontainers/testcontainers-go v0.45.0
 	github.com/testcontainers/testcontainers-go/modules/mysql v0.45.0
 	github.com/testcontainers/testcontainers-go/modules/postgres v0.45.0
+	google.golang.org/protobuf v1.36.12
+)
+
+require (
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c // indirect
+	pgregory.net/rapid v1.3.0 // indirect
 )
 
 require (
@@ -42,6 +49,7 @@ require (
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-ole/go-ole v1.3.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
+	github.com/idemkit/idem/idemconnect v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgerrcode v0.0.0-20220416144525-469b46aa5efa // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
@@ -100,3 +108,5 @@ require (
 replace github.com/idemkit/idem => ../
 
 replace github.com/idemkit/idem/idemnats => ../idemnats
+
+replace github.com/idemkit/idem/idemconnect => ../idemconnect
