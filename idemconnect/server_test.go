@@ -468,3 +468,39 @@ func TestNewRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayAcrossCodecs: the same request sent as protobuf, then as JSON,
+// then over gRPC is one request: the retries replay, they are not
+// mismatches.
+func TestReplayAcrossCodecs(t *testing.T) {
+	o := newOrders(t, idem.Config{})
+	srv := serve(t, o.create, newServer(t, o, idemconnect.Config{}).Interceptor())
+	fields := map[string]any{"item": "book", "n": 3, "tags": map[string]any{"z": 1, "a": []any{"x", nil}}}
+	first, err := call(t, client(srv, createOrder, protocols[1]), fields, idemconnect.HeaderKey, "k1", "Tenant", "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []protocol{protocols[0], protocols[2]} {
+		again, err := call(t, client(srv, createOrder, p), fields, idemconnect.HeaderKey, "k1", "Tenant", "acme")
+		if err != nil || again.Header().Get(idemconnect.HeaderReplayed) != "true" || !proto.Equal(again.Msg, first.Msg) {
+			t.Errorf("%s: %v, %v; want a replay of %v", p.name, again, err, first.Msg)
+		}
+	}
+}
+
+// TestReplayAfterRestart: the stored answer replays from a new server on
+// the same database (nothing is kept in memory).
+func TestReplayAfterRestart(t *testing.T) {
+	o := newOrders(t, idem.Config{})
+	srv := serve(t, o.create, newServer(t, o, idemconnect.Config{}).Interceptor())
+	first, err := call(t, client(srv, createOrder, protocols[0]), map[string]any{"item": "book"}, idemconnect.HeaderKey, "k1", "Tenant", "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Close()
+	srv2 := serve(t, o.create, newServer(t, o, idemconnect.Config{}).Interceptor())
+	again, err := call(t, client(srv2, createOrder, protocols[2]), map[string]any{"item": "book"}, idemconnect.HeaderKey, "k1", "Tenant", "acme")
+	if err != nil || !proto.Equal(again.Msg, first.Msg) || again.Header().Get(idemconnect.HeaderReplayed) != "true" {
+		t.Errorf("after restart: %v %v, want a replay of %v", again, err, first.Msg)
+	}
+}
