@@ -29,8 +29,9 @@ const (
 //
 // Each call is one intention. Unless the caller set an Idempotency-Key
 // header on the request (then that key is kept), it makes one with NewKey
-// before the first attempt and sends that same key on every attempt. It
-// retries what a retry can fix: Unavailable (the server or the store could
+// before the first attempt and sends that same key on every attempt; when
+// the call returns it takes that key off the request again, so that a
+// request value sent a second time is a new intention. It retries what a retry can fix: Unavailable (the server or the store could
 // not serve it, or a commit's outcome is unknown), Aborted (another call
 // holds the key, or the transaction conflicted) and DeadlineExceeded while
 // the call's own context is still alive (an attempt ran out of
@@ -126,6 +127,9 @@ func (i clientInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 			}
 			key = newKey()
 			req.Header().Set(HeaderKey, key)
+			// The key is this call's: a caller that sends the same request
+			// value again means a new intention, which must not replay.
+			defer req.Header().Del(HeaderKey)
 		}
 		if err := idem.ValidateKey(key); err != nil {
 			// Not worth sending: the transport would refuse some such keys

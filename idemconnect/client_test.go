@@ -218,3 +218,26 @@ func TestClientGivesUp(t *testing.T) {
 		t.Errorf("%v after %v, want a GaveUpError after 1 attempt, soon after the deadline", err, time.Since(start))
 	}
 }
+
+// TestClientRequestReused: a request value sent twice is two intentions:
+// the key the client made for the first call does not stay on it.
+func TestClientRequestReused(t *testing.T) {
+	o := newOrders(t, idem.Config{})
+	seen := &keysSeen{}
+	srv := serve(t, o.create, seen.Interceptor(), newServer(t, o, idemconnect.Config{}).Interceptor())
+	c := client(srv, createOrder, protocols[0], connect.WithInterceptors((&idemconnect.Client{}).Interceptor()))
+	msg, _ := structpb.NewStruct(map[string]any{"item": "book"})
+	req := connect.NewRequest(msg)
+	req.Header().Set("Tenant", "acme")
+	for range 2 {
+		if resp, err := c.CallUnary(t.Context(), req); err != nil || resp.Header().Get(idemconnect.HeaderReplayed) != "" {
+			t.Fatalf("%v, %v; want a fresh call", resp, err)
+		}
+	}
+	if keys := seen.get(); len(keys) != 2 || keys[0] == keys[1] || req.Header().Get(idemconnect.HeaderKey) != "" {
+		t.Errorf("keys seen %q, key left on the request %q; want two keys and none left", keys, req.Header().Get(idemconnect.HeaderKey))
+	}
+	if o.count(t) != 2 {
+		t.Errorf("%d orders, want 2", o.count(t))
+	}
+}
