@@ -70,9 +70,14 @@ type connectService struct {
 
 	mu   sync.Mutex
 	runs int
+	// overlap, when set, holds each run after its read until that many
+	// runs have read (or a second passed), so that their writes conflict.
+	overlap int
+	read    int
+	allRead chan struct{}
 }
 
-func newConnectService(t *testing.T) *connectService {
+func newConnectService(t *testing.T, overlap int) *connectService {
 	t.Helper()
 	dsn := containers.Postgres(t)
 	db, err := sql.Open("pgx", dsn) // database/sql over pgx's stdlib driver
@@ -95,7 +100,7 @@ func newConnectService(t *testing.T) *connectService {
 	if err := store.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	s := &connectService{db: db, orders: "connect_orders_" + suffix, counter: "connect_counter_" + suffix}
+	s := &connectService{db: db, orders: "connect_orders_" + suffix, counter: "connect_counter_" + suffix, allRead: make(chan struct{})}
 	for _, q := range []string{
 		"CREATE TABLE " + s.orders + " (id BIGSERIAL PRIMARY KEY, item TEXT NOT NULL)",
 		"CREATE TABLE " + s.counter + " (id INT PRIMARY KEY, total BIGINT NOT NULL)",
@@ -138,6 +143,18 @@ func (s *connectService) create(ctx context.Context, req *connect.Request[struct
 	var total int64
 	if err := tx.QueryRowContext(ctx, "SELECT total FROM "+s.counter+" WHERE id = 1").Scan(&total); err != nil {
 		return nil, err
+	}
+	s.mu.Lock()
+	s.read++
+	if s.read == s.overlap {
+		close(s.allRead)
+	}
+	s.mu.Unlock()
+	if s.overlap > 0 {
+		select {
+		case <-s.allRead:
+		case <-time.After(time.Second):
+		}
 	}
 	total += int64(req.Msg.GetFields()["amount"].GetNumberValue())
 	if _, err := tx.ExecContext(ctx, "UPDATE "+s.counter+" SET total = $1 WHERE id = 1", total); err != nil {
@@ -187,7 +204,7 @@ func connectCall(ctx context.Context, c *connect.Client[structpb.Struct, structp
 // for byte, the retries marked replayed; another request with the key is
 // FailedPrecondition; one order exists per key.
 func TestConnectPostgresReplay(t *testing.T) {
-	s := newConnectService(t)
+	s := newConnectService(t, 0)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	jsonClient, grpcClient := s.client(connect.WithProtoJSON()), s.client(connect.WithGRPC())
@@ -220,11 +237,11 @@ func TestConnectPostgresReplay(t *testing.T) {
 // on one counter row: conflicting runs are rolled back and re-run, every
 // key is done once, and every call of one key gets one answer.
 func TestConnectPostgresConcurrent(t *testing.T) {
-	s := newConnectService(t)
+	const keys, callsPerKey = 8, 3
+	s := newConnectService(t, keys) // the first run of every key reads before any writes
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	c := s.client(connect.WithGRPC(), connect.WithInterceptors((&idemconnect.Client{MaxAttempts: 50, BaseDelay: 10 * time.Millisecond, MaxDelay: 200 * time.Millisecond}).Interceptor()))
-	const keys, callsPerKey = 8, 3
 	answers := make([][]float64, keys)
 	errs := make(chan error, keys*callsPerKey)
 	var wg sync.WaitGroup
@@ -261,8 +278,11 @@ func TestConnectPostgresConcurrent(t *testing.T) {
 		t.Errorf("%d orders, total %d; want %d and %d", orders, total, keys, keys)
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.runs <= keys {
+		t.Errorf("%d handler runs for %d keys: the overlapping writes should have conflicted and been re-run", s.runs, keys)
+	}
 	t.Logf("%d handler runs for %d keys", s.runs, keys)
-	s.mu.Unlock()
 }
 
 var quietConnectLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
