@@ -1,0 +1,102 @@
+package idemconnect
+
+import (
+	"errors"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// ErrorDomain is the Domain of the errdetails.ErrorInfo detail attached to
+// every error this package makes; its Reason is one of the Reason
+// constants.
+const ErrorDomain = "idem"
+
+// Reasons in the ErrorInfo detail of the errors this package makes, so a
+// client can tell them apart without parsing messages. They are the same
+// strings as idemgrpc's.
+const (
+	// ReasonKeyMissing: InvalidArgument, the procedure needs a key.
+	ReasonKeyMissing = "IDEMPOTENCY_KEY_MISSING"
+	// ReasonKeyInvalid: InvalidArgument, the key is empty, longer than 255
+	// bytes, not printable ASCII, or sent more than once.
+	ReasonKeyInvalid = "IDEMPOTENCY_KEY_INVALID"
+	// ReasonPrincipalMissing: PermissionDenied, no caller to scope the key to.
+	ReasonPrincipalMissing = "PRINCIPAL_MISSING"
+	// ReasonMismatch: FailedPrecondition, the key was used with another
+	// request.
+	ReasonMismatch = "IDEMPOTENCY_KEY_MISMATCH"
+	// ReasonInFlight: Aborted, another call holds the key; retry later.
+	ReasonInFlight = "IDEMPOTENCY_KEY_IN_FLIGHT"
+	// ReasonCommitUnknown: Unavailable, the commit's outcome is unknown; a
+	// retry with the same key replays or does the work once.
+	ReasonCommitUnknown = "COMMIT_UNKNOWN"
+	// ReasonStoreUnavailable: Unavailable or Aborted, nothing was stored;
+	// retry with the same key.
+	ReasonStoreUnavailable = "STORE_UNAVAILABLE"
+	// ReasonNoSchema: Internal, the procedure has no protobuf schema
+	// (connect.WithSchema), so its answer could not be replayed; nothing
+	// was done.
+	ReasonNoSchema = "SCHEMA_MISSING"
+)
+
+// withInfo makes a connect error with an ErrorInfo detail.
+func withInfo(code connect.Code, msg, reason string) *connect.Error {
+	return withDetails(code, msg, &errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain})
+}
+
+// retryLater makes a connect error with ErrorInfo and RetryInfo details:
+// the call may succeed if retried with the same key after the delay.
+func (s *Server[TTx]) retryLater(code connect.Code, msg, reason string) *connect.Error {
+	return withDetails(code, msg,
+		&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain},
+		&errdetails.RetryInfo{RetryDelay: durationpb.New(s.cfg.RetryAfter)})
+}
+
+func withDetails(code connect.Code, msg string, details ...proto.Message) *connect.Error {
+	e := connect.NewError(code, errors.New(msg))
+	for _, d := range details {
+		if ed, err := connect.NewErrorDetail(d); err == nil { // these well-known messages always encode
+			e.AddDetail(ed)
+		}
+	}
+	return e
+}
+
+// Reason returns the Reason of err's ErrorInfo detail in idem's domain
+// (ErrorDomain), or "" when err carries none: a client tells the refusals
+// of this package apart with it.
+func Reason(err error) string {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return ""
+	}
+	for _, d := range ce.Details() {
+		if v, err := d.Value(); err == nil {
+			if info, ok := v.(*errdetails.ErrorInfo); ok && info.GetDomain() == ErrorDomain {
+				return info.GetReason()
+			}
+		}
+	}
+	return ""
+}
+
+// RetryDelay returns the delay of err's RetryInfo detail, and whether it has
+// one.
+func RetryDelay(err error) (time.Duration, bool) {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return 0, false
+	}
+	for _, d := range ce.Details() {
+		if v, err := d.Value(); err == nil {
+			if ri, ok := v.(*errdetails.RetryInfo); ok && ri.GetRetryDelay() != nil {
+				return ri.GetRetryDelay().AsDuration(), true
+			}
+		}
+	}
+	return 0, false
+}
