@@ -456,19 +456,31 @@ func TestPreRefused(t *testing.T) {
 }
 
 // TestPassThrough: a method that needs no key reaches the handler without a
-// transaction, and echo renders its error as usual.
+// transaction, and echo renders the error it returns as usual.
 func TestPassThrough(t *testing.T) {
 	a := newApp(t)
 	a.e.GET("/orders/:id", func(c echo.Context) error {
 		if _, ok := idemhttp.Tx[*sql.Tx](c.Request().Context()); ok {
 			return c.String(http.StatusOK, "in a transaction")
 		}
+		if c.Param("id") == "broken" {
+			return errors.New("database down")
+		}
 		return echo.NewHTTPError(http.StatusNotFound, "no order "+c.Param("id"))
 	}, a.mw.Wrap())
 
-	got := a.send(t, http.MethodGet, "/orders/A-1", "", "")
-	if got.status != http.StatusNotFound || !strings.Contains(got.body, "no order A-1") {
-		t.Fatalf("got %d %q, want echo's 404 rendering", got.status, got.body)
+	for _, tc := range []struct {
+		path   string
+		status int
+		body   string
+	}{
+		{"/orders/A-1", http.StatusNotFound, `{"message":"no order A-1"}`},
+		{"/orders/broken", http.StatusInternalServerError, `{"message":"Internal Server Error"}`},
+	} {
+		got := a.send(t, http.MethodGet, tc.path, "", "")
+		if got.status != tc.status || strings.TrimSpace(got.body) != tc.body {
+			t.Errorf("GET %s: %d %q, want echo's rendering: %d %s", tc.path, got.status, got.body, tc.status, tc.body)
+		}
 	}
 }
 

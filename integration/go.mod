@@ -7,6 +7,7 @@ require (
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/golang-migrate/migrate/v4 v4.20.1
 	github.com/idemkit/idem v0.0.0-00010101000000-000000000000
+	github.com/idemkit/idem/idemecho v0.0.0-00010101000000-000000000000
 	github.com/idemkit/idem/idemnats v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/labstack/echo/v4 v4.16.0
@@ -95,8 +96,11 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 	modernc.org/sqlite v1.62.0 // indirect
+	pgregory.net/rapid v1.3.0 // indirect
 )
 
 replace github.com/idemkit/idem => ../
+
+replace github.com/idemkit/idem/idemecho => ../idemecho
 
 replace github.com/idemkit/idem/idemnats => ../idemnats
