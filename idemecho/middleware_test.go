@@ -569,3 +569,36 @@ func TestNew(t *testing.T) {
 		t.Fatalf("New without a Principal: %v, want idem.ErrInvalidConfig", err)
 	}
 }
+
+// TestLeaseFailure: under WrapLease a plain error releases the lease (503
+// handler-failed), and an HTTPError carrying idem.ErrLeaseLost is not an
+// answer but the lost lease (503 lease-lost); neither is stored, and the
+// retry runs the handler again.
+func TestLeaseFailure(t *testing.T) {
+	for _, tc := range []struct {
+		name, problem string
+		err           error
+	}{
+		{"plain error", "handler-failed", errors.New("provider timed out")},
+		{"lost lease inside an HTTPError", "lease-lost", echo.NewHTTPError(http.StatusConflict, "taken over").SetInternal(idem.ErrLeaseLost)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newApp(t)
+			a.e.POST("/payments/:id", func(c echo.Context) error {
+				if a.runs.Add(1) == 1 {
+					return tc.err
+				}
+				return c.JSON(http.StatusCreated, map[string]any{"payment": c.Param("id")})
+			}, a.mw.WrapLease())
+
+			first := a.send(t, http.MethodPost, "/payments/P-1", "key-1", `{}`)
+			if first.status != http.StatusServiceUnavailable || first.problem() != tc.problem {
+				t.Fatalf("first: %d %q, want 503 %s", first.status, first.body, tc.problem)
+			}
+			again := a.send(t, http.MethodPost, "/payments/P-1", "key-1", `{}`)
+			if again.status != http.StatusCreated || again.header.Get(idemhttp.HeaderReplayed) != "" || a.runs.Load() != 2 {
+				t.Fatalf("retry: %d %q after %d runs, want the handler to run again and answer 201", again.status, again.body, a.runs.Load())
+			}
+		})
+	}
+}
