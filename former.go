@@ -2,7 +2,8 @@ package idem
 
 import (
 	"context"
-	"errors"
+
+	"github.com/idemkit/idem/dialect"
 )
 
 // Answered reports what the live record of scope and key answers a request
@@ -18,10 +19,20 @@ import (
 // It reads outside any transaction, so a record written after it reads is
 // not seen.
 func (s *Store[TTx]) Answered(ctx context.Context, scope, key string, fp Fingerprint) (res Result, found bool, err error) {
-	rec, err := s.Lookup(ctx, scope, key)
-	switch {
-	case errors.Is(err, ErrNotFound):
+	req := Request{Scope: scope, Key: key}
+	if err := req.Validate(); err != nil {
+		return Result{}, false, err
+	}
+	// One read: Lookup would read again on a miss, to say why.
+	d, found, err := s.d.Lookup(ctx, s.driver.Pool(), s.table, dialect.LookupArgs{Scope: scope, Key: key, Now: s.now()})
+	if err != nil {
+		return Result{}, false, s.failed(ctx, "lookup", req, s.d.Classify(err))
+	}
+	if !found {
 		return Result{}, false, nil
+	}
+	rec, err := toRecord(d)
+	switch {
 	case err != nil:
 		return Result{}, false, err
 	case rec.Fingerprint != fp:

@@ -211,7 +211,7 @@ func (s *Store[TTx]) Lease(ctx context.Context, req Request) (*Lease[TTx], error
 	started := time.Now()
 	deadline := started.Add(s.cfg.WaitBound)
 	pause := 10 * time.Millisecond
-	l, err := s.acquire(ctx, leaser, req, false)
+	l, err := s.acquire(ctx, leaser, req, nil)
 	for err == nil && l.Outcome == InFlight && time.Now().Before(deadline) {
 		// Wait for the holder: poll the record, cheaply, outside any
 		// transaction, and claim again only when it may have changed hands.
@@ -227,7 +227,7 @@ func (s *Store[TTx]) Lease(ctx context.Context, req Request) (*Lease[TTx], error
 		}
 		// Anything else (a read that failed, too) is for the claim to
 		// decide.
-		l, err = s.acquire(ctx, leaser, req, false)
+		l, err = s.acquire(ctx, leaser, req, nil)
 	}
 	if err == nil && s.observing() {
 		s.emit(ctx, Event{Kind: EventClaim, Scope: req.Scope, Key: req.Key, Outcome: l.Outcome, Wait: time.Since(started), Lease: true})
@@ -247,13 +247,13 @@ const (
 
 // acquire runs one lease claim, retried like Do's transactions: the
 // insert, and only when the record it lost to may be taken over, the
-// takeover in a transaction of its own. With resumeOnly (Resume) it never
-// inserts nor starts a new intention.
-func (s *Store[TTx]) acquire(ctx context.Context, leaser dialect.Leaser, req Request, resumeOnly bool) (*Lease[TTx], error) {
+// takeover in a transaction of its own. With resume, the record Resume
+// read, it never inserts nor starts a new intention.
+func (s *Store[TTx]) acquire(ctx context.Context, leaser dialect.Leaser, req Request, resume *Record) (*Lease[TTx], error) {
 	var l *Lease[TTx]
 	err := s.retry(ctx, req, func() error {
 		var err error
-		l, err = s.acquireOnce(ctx, leaser, req, resumeOnly)
+		l, err = s.acquireOnce(ctx, leaser, req, resume)
 		return err
 	})
 	if err != nil {
@@ -273,12 +273,15 @@ func (s *Store[TTx]) acquire(ctx context.Context, leaser dialect.Leaser, req Req
 // could be taken over; a retry may then insert.
 var errVanished = dialect.Classified(dialect.ErrSerialization, errors.New("idem: the key's record vanished during the lease claim"))
 
-func (s *Store[TTx]) acquireOnce(ctx context.Context, leaser dialect.Leaser, req Request, resumeOnly bool) (*Lease[TTx], error) {
+func (s *Store[TTx]) acquireOnce(ctx context.Context, leaser dialect.Leaser, req Request, resume *Record) (*Lease[TTx], error) {
+	resumeOnly := resume != nil
 	var (
 		won, found bool
 		rec        dialect.Record
 		began      time.Time
-		released   bool // the record taken over had its lease released
+		// released: the record taken over had its lease released (for
+		// Resume, as it read the record).
+		released = resumeOnly && !resume.Completed && !resume.LeaseUntil.IsZero() && resume.LeaseUntil.Equal(resume.CreatedAt)
 	)
 	a := dialect.LeaseArgs{
 		Scope: req.Scope, Key: req.Key, Fingerprint: req.Fingerprint[:],
@@ -650,7 +653,7 @@ func (s *Store[TTx]) Resume(ctx context.Context, scope, key string) (*Lease[TTx]
 	}
 	req := Request{Scope: scope, Key: key, Fingerprint: rec.Fingerprint}
 	started := time.Now()
-	l, err := s.acquire(ctx, leaser, req, true)
+	l, err := s.acquire(ctx, leaser, req, &rec)
 	if err == nil && s.observing() {
 		s.emit(ctx, Event{Kind: EventClaim, Scope: req.Scope, Key: req.Key, Outcome: l.Outcome, Wait: time.Since(started), Lease: true})
 	}

@@ -8,28 +8,37 @@ import (
 	"github.com/idemkit/idem"
 )
 
-// answeredFormerly answers r from a record stored under the former scope
-// form when Config.FormerScopes is set and one holds the key, and reports
-// whether it did.
-func (m *Middleware[TTx]) answeredFormerly(w http.ResponseWriter, r *http.Request, req idem.Request, route string, body []byte) bool {
+// formerly answers r from a record stored under the former scope form
+// when Config.FormerScopes is set and one holds the key, and reports
+// whether it did. Under WrapLease, a pending former record whose lease
+// ended (its holder crashed or failed, keeping its steps) is not answered
+// but returned, to be resumed under its own scope by the caller; otherwise
+// req comes back as it was.
+func (m *Middleware[TTx]) formerly(w http.ResponseWriter, r *http.Request, req idem.Request, route string, body []byte, leased bool) (idem.Request, bool) {
 	if !m.cfg.FormerScopes {
-		return false
+		return req, false
 	}
 	formerRoute := route
 	if !m.ownRoute {
 		formerRoute = r.Pattern // DefaultRoute kept the pattern's method
 	}
-	scope := formerScope(m.cfg.Principal(r), r.Method, formerRoute)
-	res, found, err := m.store.Answered(r.Context(), scope, req.Key, m.cfg.Fingerprint(r, formerRoute, body))
+	former := idem.Request{
+		Scope:       formerScope(m.cfg.Principal(r), r.Method, formerRoute),
+		Key:         req.Key,
+		Fingerprint: m.cfg.Fingerprint(r, formerRoute, body),
+	}
+	res, found, err := m.store.Answered(r.Context(), former.Scope, former.Key, former.Fingerprint)
 	switch {
 	case err != nil:
 		m.failed(w, r, req, err)
-		return true
+		return req, true
 	case !found:
-		return false
+		return req, false
+	case leased && res.Outcome == idem.InFlight && res.Record.LeaseExpired:
+		return former, false
 	}
 	m.answer(w, r, req, res, nil, nil)
-	return true
+	return req, true
 }
 
 // formerScope is the scope idem v0.0 built: the method, then the route and

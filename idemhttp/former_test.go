@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
@@ -76,5 +77,70 @@ func TestFormerScopes(t *testing.T) {
 				t.Errorf("replay: %q %v, want the stored body, marked replayed", rec.Body, rec.Header())
 			}
 		})
+	}
+}
+
+// TestFormerScopesResumeLease: a v0.0 WrapLease request that failed after
+// recording a step left a pending record, its lease released, under the
+// old scope. With FormerScopes the retry after the upgrade resumes that
+// record from its step (the handler sees the step and does not redo it),
+// stores its answer there, and the next retry replays it; it is not
+// answered 409 until the record expires.
+func TestFormerScopesResumeLease(t *testing.T) {
+	store, err := idem.New(openSQLite(t), idem.Config{Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	orig := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader("b"))
+	orig.Pattern = "POST /payments"
+	req := idem.Request{Scope: `POST "POST /payments" "t1"`, Key: "k1", Fingerprint: idemhttp.DefaultFingerprint(orig, "POST /payments", []byte("b"))}
+	l, err := store.Lease(t.Context(), req)
+	if err != nil || l.Outcome != idem.Won {
+		t.Fatalf("v0.0's lease: %v, %v", l, err)
+	}
+	if err := l.RecordStep(t.Context(), "charged", []byte("ch_1"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	mw, err := idemhttp.New(store, idemhttp.Config{Principal: func(r *http.Request) string { return r.Header.Get("X-Tenant") }, FormerScopes: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int64
+	var seenStep atomic.Value
+	mux := http.NewServeMux()
+	mux.Handle("POST /payments", mw.WrapLease(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		l, _ := idemhttp.Lease[*sql.Tx](r.Context())
+		step, data := l.Step()
+		seenStep.Store(step + "=" + string(data))
+		w.WriteHeader(http.StatusCreated)
+		w.Write([]byte("paid with " + string(data)))
+	})))
+	send := func() *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader("b"))
+		r.Header.Set(idemhttp.HeaderKey, "k1")
+		r.Header.Set("X-Tenant", "t1")
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, r)
+		return rec
+	}
+	first := send()
+	if first.Code != http.StatusCreated || first.Body.String() != "paid with ch_1" || seenStep.Load() != "charged=ch_1" {
+		t.Fatalf("retry after the upgrade: %d %q, step %v; want the resumed work's 201 from step charged", first.Code, first.Body, seenStep.Load())
+	}
+	again := send()
+	if again.Code != http.StatusCreated || again.Body.String() != "paid with ch_1" || again.Header().Get(idemhttp.HeaderReplayed) != "true" || runs.Load() != 1 {
+		t.Fatalf("next retry: %d %q %v after %d runs; want a replay", again.Code, again.Body, again.Header(), runs.Load())
+	}
+	rec, err := store.Lookup(t.Context(), req.Scope, req.Key)
+	if err != nil || !rec.Completed {
+		t.Fatalf("the former record: %+v, %v; want it completed", rec, err)
 	}
 }

@@ -81,7 +81,9 @@ type Config struct {
 	// of idem v0.0 (method, route with the ServeMux pattern's method,
 	// principal last): a retry of a request first made before the upgrade
 	// then gets the first attempt's answer (a replay, 422 or 409) instead
-	// of being done again under the new scope. It costs one read per
+	// of being done again under the new scope; under WrapLease, a former
+	// record whose lease ended (released, or its holder gone) is resumed
+	// from its last step under its own scope. It costs one read per
 	// protected request; turn it on for the upgrade and off once one
 	// retention window has passed, when no such record is left. The read
 	// is outside the transaction: while old and new versions run side by
@@ -312,7 +314,10 @@ func (m *Middleware[TTx]) prepare(w http.ResponseWriter, r *http.Request, route 
 // serve runs one protected request in one transaction (Wrap).
 func (m *Middleware[TTx]) serve(w http.ResponseWriter, r *http.Request, route string, next http.Handler) {
 	req, body, ok := m.prepare(w, r, route)
-	if !ok || m.answeredFormerly(w, r, req, route, body) {
+	if !ok {
+		return
+	}
+	if req, ok = m.formerly(w, r, req, route, body, false); ok {
 		return
 	}
 	var last *recorder // the answer of the handler's last run
@@ -328,7 +333,10 @@ func (m *Middleware[TTx]) serve(w http.ResponseWriter, r *http.Request, route st
 // serveLease runs one protected request in lease mode (WrapLease).
 func (m *Middleware[TTx]) serveLease(w http.ResponseWriter, r *http.Request, route string, next http.Handler) {
 	req, body, ok := m.prepare(w, r, route)
-	if !ok || m.answeredFormerly(w, r, req, route, body) {
+	if !ok {
+		return
+	}
+	if req, ok = m.formerly(w, r, req, route, body, true); ok {
 		return
 	}
 	var last *recorder
