@@ -32,7 +32,13 @@
 //
 // Requests echo's router answers itself, with echo.NotFoundHandler (also
 // behind a group's catch-all route) or echo.MethodNotAllowedHandler, are
-// passed to echo untouched: no key is required, nothing is stored.
+// passed to echo untouched: no key is required, nothing is stored. In a
+// group this needs Wrap() to be the group's last middleware: echo wraps
+// the catch-all in the group's middleware, and Wrap() recognises the
+// router's handler only as the one it calls. Placed earlier, a keyless
+// POST to a mistyped path of the group gets 400 "key-missing", and one
+// with a key has echo's 404 stored under the catch-all's scope (its
+// fingerprint holds the path, so no other path ever replays it).
 // A handler registered with RouteNotFound is a handler like any other.
 //
 // # The handler runs inside the transaction

@@ -58,7 +58,11 @@
 //
 //   - it wrote an answer (c.JSON, c.String, c.AbortWithStatusJSON, ...):
 //     the answer is stored and replayed, unless its status is one idem
-//     does not store (5xx, 408, 425, 429), which rolls back;
+//     does not store (5xx, 408, 425, 429), which rolls back, or it then
+//     recorded a retryable database error or a lost lease with c.Error
+//     (matching idem.ErrSerialization, ErrDeadlock, ErrUnavailable or
+//     ErrLeaseLost: a raw driver error is not recognised here), which
+//     voids the answer and runs the handler again;
 //   - it sent a status without a body (c.AbortWithStatus,
 //     c.AbortWithError): that status is the answer, errors or not;
 //   - it wrote nothing and recorded errors with c.Error (a failed c.JSON

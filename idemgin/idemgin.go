@@ -113,13 +113,28 @@ func runOnce(c *gin.Context, h gin.HandlerFunc, w http.ResponseWriter, r *http.R
 	c.Writer, c.Request = rw, r
 	h(c)
 	switch {
-	case rw.Written():
-	case len(c.Errors) > base:
+	case len(c.Errors) > base && (!rw.Written() || voids(c.Errors[base:])):
 		idemhttp.Fail(w, r, runError(c.Errors[base:]))
+	case rw.Written():
 	case rw.explicit:
 		// c.Status without a body: gin sends it once the chain has run.
 		rw.WriteHeaderNow()
 	}
+}
+
+// voids reports whether errs hold an error that voids an answer already
+// written: a retryable database error (idem.ErrSerialization, ErrDeadlock,
+// ErrUnavailable) or a lost lease, after which the run's writes cannot
+// commit with it. Other errors recorded beside an answer (c.AbortWithError,
+// an error kept for a logging middleware) leave the answer standing.
+func voids(errs []*gin.Error) bool {
+	for _, e := range errs {
+		if errors.Is(e, idem.ErrSerialization) || errors.Is(e, idem.ErrDeadlock) ||
+			errors.Is(e, idem.ErrUnavailable) || errors.Is(e, idem.ErrLeaseLost) {
+			return true
+		}
+	}
+	return false
 }
 
 // runError is the error of a run that recorded errs with c.Error and wrote

@@ -165,6 +165,14 @@ func newService(t *testing.T, cfg idemhttp.Config) *service {
 		_ = c.Error(fmt.Errorf("simulated: %w", idem.ErrSerialization))
 		return true
 	})))
+	// written-retry answers on its first run, then records a serialization
+	// failure with c.Error: the answer is void, the run is re-run.
+	e.POST("/orders/:id/written-retry", mw.Wrap(pay(func(c *gin.Context) bool {
+		c.Header("X-First-Run", "yes")
+		c.String(http.StatusAccepted, "first run's answer, voided")
+		_ = c.Error(fmt.Errorf("simulated: %w", idem.ErrSerialization))
+		return true
+	})))
 	// error records an error with c.Error on every run and writes nothing.
 	e.POST("/orders/:id/error", mw.Wrap(func(c *gin.Context) {
 		s.runs.Add(1)
@@ -375,7 +383,7 @@ func TestReplay(t *testing.T) {
 // answer is whole (its status, its body, none of the first run's header)
 // and it is the one stored.
 func TestRerunAfterSerializationFailure(t *testing.T) {
-	for _, route := range []string{"retry", "error-retry"} {
+	for _, route := range []string{"retry", "error-retry", "written-retry"} {
 		t.Run(route, func(t *testing.T) {
 			s := newService(t, idemhttp.Config{})
 			first, g := s.send(t, http.MethodPost, "/orders/7/"+route, "k", `{"amount":30}`)
