@@ -10,10 +10,11 @@ import (
 // (the admin view's and the CLI's prefix filters): the principal quoted as a
 // Go string literal, a space, then operation, the name a transport gives
 // the endpoint. The transports build it for you (idemhttp.Scope,
-// idemgrpc.Scope, idemqueue.Scope):
+// idemgrpc.Scope, idemconnect.Scope, idemqueue.Scope):
 //
 //	"tenant-42" POST "/orders/{id}/pay"
 //	"tenant-42" rpc:"/orders.v1.Orders/Create"
+//	"tenant-42" connect:"/orders.v1.Orders/Create"
 //	"billing" queue:"invoices"
 //
 // The quoting makes the framing unambiguous: two different pairs never

@@ -306,11 +306,14 @@ func (s *Server[TTx]) serve(ctx context.Context, req connect.AnyRequest, next co
 		return nil, withInfo(connect.CodeFailedPrecondition,
 			"this idempotency key was already used with a different request; use a new key for a new operation", ReasonMismatch)
 	case idem.InFlight:
-		msg := "a call with this idempotency key is still in progress; retry later with the same key"
-		if res.Record.Key == "" {
+		msg, reason := "a call with this idempotency key is still in progress; retry later with the same key", ReasonInFlight
+		switch {
+		case res.Busy && res.Record.Key == "":
+			msg, reason = "the database was busy with other writes past the wait bound, so whether another call holds this idempotency key is not known; nothing was done; retry soon with the same key", ReasonDatabaseBusy
+		case res.Record.Key == "":
 			msg = "the call could not claim its idempotency key in time: another call holds it, or the database is busy; retry later with the same key"
 		}
-		return nil, s.retryLater(connect.CodeAborted, msg, ReasonInFlight)
+		return nil, s.retryLater(connect.CodeAborted, msg, reason)
 	}
 	return nil, s.failed(ctx, ireq, procedure, fmt.Errorf("idemconnect: unexpected outcome %v", res.Outcome))
 }

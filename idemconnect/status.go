@@ -31,6 +31,10 @@ const (
 	ReasonMismatch = "IDEMPOTENCY_KEY_MISMATCH"
 	// ReasonInFlight: Aborted, another call holds the key; retry later.
 	ReasonInFlight = "IDEMPOTENCY_KEY_IN_FLIGHT"
+	// ReasonDatabaseBusy: Aborted, the wait that ran out was for the
+	// database itself (SQLite's write lock), not for the key: whether
+	// another call holds the key is not known; retry soon.
+	ReasonDatabaseBusy = "DATABASE_BUSY"
 	// ReasonCommitUnknown: Unavailable, the commit's outcome is unknown; a
 	// retry with the same key replays or does the work once.
 	ReasonCommitUnknown = "COMMIT_UNKNOWN"

@@ -58,7 +58,7 @@ func keyFlags(fs *flag.FlagSet, e *env) (scope, key *string) {
 // P selects every scope idem.Scope builds for P (idem.ScopePrefix).
 func prefixFlags(fs *flag.FlagSet, what string) func() (string, error) {
 	prefix := fs.String("prefix", "", what+" whose scope starts with this, byte for byte")
-	principal := fs.String("principal", "", what+" of this principal (tenant, client): the scopes idemhttp, idemgrpc and\nidemqueue build for it begin with idem.ScopePrefix(principal), the quoted principal")
+	principal := fs.String("principal", "", what+" of this principal (tenant, client): the scopes idemhttp, idemgrpc,\nidemconnect and idemqueue build for it begin with idem.ScopePrefix(principal), the quoted principal")
 	return func() (string, error) {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -120,8 +120,10 @@ which is the same as
 				switch {
 				case r.LeaseUntil.IsZero():
 					fmt.Fprintf(w, "lease\tnone\n")
+				case r.LeaseExpired && r.LeaseUntil.Equal(r.CreatedAt):
+					fmt.Fprintf(w, "lease\treleased (its holder gave it up; a claim may take it over)\n")
 				case r.LeaseExpired:
-					fmt.Fprintf(w, "lease\tended %s (lapsed or released: a claim may take it over)\n", r.LeaseUntil.Format(time.RFC3339Nano))
+					fmt.Fprintf(w, "lease\tended %s (lapsed: a claim may take it over)\n", r.LeaseUntil.Format(time.RFC3339Nano))
 				default:
 					fmt.Fprintf(w, "lease\theld until %s\n", r.LeaseUntil.Format(time.RFC3339Nano))
 				}

@@ -198,7 +198,7 @@ func TestInspectLease(t *testing.T) {
 	if err := l.Release(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if _, out, _ := cli(t, false, "inspect", "-dsn", path, "-scope", req.Scope, "-key", "k"); !strings.Contains(out, "lease        ended") {
+	if _, out, _ := cli(t, false, "inspect", "-dsn", path, "-scope", req.Scope, "-key", "k"); !strings.Contains(out, "lease        released") {
 		t.Errorf("inspect of a released lease:\n%s", out)
 	}
 }
