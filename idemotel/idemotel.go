@@ -27,7 +27,7 @@
 //	idem.response.body.size    histogram   By          the bodies Complete stored, idem.lease
 //	idem.purge.deleted         counter     {record}
 //	idem.purge.duration        histogram   s           error.type when a purge stopped early
-//	idem.takeovers             counter     {takeover}  expired leases taken over
+//	idem.takeovers             counter     {takeover}  ended leases taken over, idem.released
 //	idem.keyless               counter     {request}   keyless requests let through (optional-key mode)
 //
 // # Spans
@@ -67,7 +67,11 @@ const (
 	AttrOutcome   = attribute.Key("idem.outcome")
 	AttrReadFirst = attribute.Key("idem.read_first")
 	// AttrLease marks what lease mode (Store.Lease, DoLease) did.
-	AttrLease      = attribute.Key("idem.lease")
+	AttrLease = attribute.Key("idem.lease")
+	// AttrReleased marks, on idem.takeovers, a lease its holder released
+	// (Lease.Release: it failed and handed the work on) rather than one
+	// that lapsed (the holder crashed or hung).
+	AttrReleased   = attribute.Key("idem.released")
 	AttrRetryCause = attribute.Key("idem.retry.cause")
 	AttrCommitted  = attribute.Key("idem.committed")
 	AttrScope      = attribute.Key("idem.scope")
@@ -224,7 +228,7 @@ func (o *Observer) Observe(ctx context.Context, e idem.Event) {
 		}
 		o.purgeDuration.Record(ctx, e.Duration.Seconds(), metric.WithAttributes(attrs...))
 	case idem.EventTakeover:
-		o.takeovers.Add(ctx, 1, metric.WithAttributes(table))
+		o.takeovers.Add(ctx, 1, metric.WithAttributes(table, AttrReleased.Bool(e.Released)))
 	case idem.EventKeyless:
 		o.keyless.Add(ctx, 1, metric.WithAttributes(table))
 	}

@@ -430,6 +430,20 @@ func TestTakeoverCounter(t *testing.T) {
 	if m["idem.takeovers"].Unit != "{takeover}" {
 		t.Errorf("idem.takeovers unit %q, want {takeover}", m["idem.takeovers"].Unit)
 	}
+	if got := sum(t, m["idem.takeovers"], idemotel.AttrReleased.Bool(false)); got != 1 {
+		t.Errorf("idem.takeovers of a lapsed lease = %d, want 1 with idem.released false", got)
+	}
+	// The new holder fails and releases the lease: the next takeover is
+	// counted as of a released lease.
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := store.Lease(ctx, req); err != nil || l.Outcome != idem.Won || !l.Resumed() {
+		t.Fatalf("takeover of the released lease: %+v, %v", l, err)
+	}
+	if got := sum(t, tm.metrics(t)["idem.takeovers"], idemotel.AttrReleased.Bool(true)); got != 1 {
+		t.Errorf("idem.takeovers of a released lease = %d, want 1 with idem.released true", got)
+	}
 	leased := []attribute.KeyValue{idemotel.AttrTable.String(idem.DefaultTable), idemotel.AttrOutcome.String("won"), idemotel.AttrReadFirst.Bool(false), idemotel.AttrLease.Bool(true)}
 	if got := sum(t, m["idem.claims"], leased...); got != 2 {
 		t.Errorf("idem.claims of lease mode, won = %d, want 2 (the fresh lease and the takeover)", got)
