@@ -168,6 +168,7 @@ func cases[TTx any]() []Case[TTx] {
 		{"DoLeaseOutlivesHangUp", testDoLeaseOutlivesHangUp[TTx]},
 		{"DoLeaseRefusedResponseReleases", testDoLeaseRefusedResponseReleases[TTx]},
 		{"ResumeNeverStartsIntention", testResumeNeverStartsIntention[TTx]},
+		{"LeaseExpiredRecordStartsClean", testLeaseExpiredRecordStartsClean[TTx]},
 		{"LeaseObserved", testLeaseObserved[TTx]},
 		{"LeaseAccessors", testLeaseAccessors[TTx]},
 		{"AdminInspect", testAdminInspect[TTx]},

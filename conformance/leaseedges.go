@@ -357,6 +357,44 @@ func testDoLeaseRefusedResponseReleases[TTx any](t *testing.T, b Backend[TTx]) {
 	}
 }
 
+// testLeaseExpiredRecordStartsClean: a lease-mode record whose retention
+// passed with a step recorded (its holder gave up, no retry came in time)
+// is a new intention for the next claim of its key, with the same request
+// or another: it is won fresh, not resumed, and sees no step of the old
+// intention, which would make it skip work it never did.
+func testLeaseExpiredRecordStartsClean[TTx any](t *testing.T, b Backend[TTx]) {
+	for _, body := range []string{"x", "other"} {
+		e, clk := leaseEnv(t, b, idem.Config{})
+		req := request("lease-expired-clean-"+body, "x")
+		old := e.acquire(e.Store, req, idem.Won)
+		if err := old.RecordStep(e.Ctx, "charged", []byte("ch_1"), nil); err != nil {
+			e.Fatalf(req.Key, "RecordStep: %v", err)
+		}
+		clk.add(retention + lease + time.Second) // the record's retention passed
+		next := e.acquire(e.Store, request(req.Key, body), idem.Won)
+		if step, data := next.Step(); next.Resumed() || step != "" || data != nil || next.Token() <= old.Token() {
+			e.Fatalf(req.Key, "claim after the retention (body %q): resumed %v, step %q %q, token %d after %d; want a fresh intention, no step, a greater token",
+				body, next.Resumed(), step, data, next.Token(), old.Token())
+		}
+	}
+	// Do's claim of such a record starts clean too: the record it
+	// completes carries no step of the old intention.
+	e, clk := leaseEnv(t, b, idem.Config{})
+	req := request("lease-expired-clean-do", "x")
+	old := e.acquire(e.Store, req, idem.Won)
+	if err := old.RecordStep(e.Ctx, "charged", []byte("ch_1"), nil); err != nil {
+		e.Fatalf(req.Key, "RecordStep: %v", err)
+	}
+	clk.add(retention + lease + time.Second)
+	if r := e.do(e.Store, req, e.work("lease-expired-clean-do", created("do"))); r.Outcome != idem.Won {
+		e.Fatalf(req.Key, "Do after the retention: %v, want won", r.Outcome)
+	}
+	rec, err := e.Store.Lookup(e.Ctx, req.Scope, req.Key)
+	if err != nil || !rec.Completed || rec.Step != "" || rec.StepData != nil {
+		e.Fatalf(req.Key, "the record Do completed: %+v, %v; want it completed with no step", rec, err)
+	}
+}
+
 // testResumeNeverStartsIntention: Resume takes over only the intention it
 // read; a record that vanished between its read and the takeover is
 // ErrNotFound, and no record is made.
