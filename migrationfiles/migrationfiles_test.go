@@ -27,7 +27,7 @@ var backends = []struct {
 }{
 	{"sqlite", sqlite.NewDialect()},
 	{"postgres", postgres.NewDialect()},
-	{"mysql", mysql.NewDialect(0)},
+	{"mysql", mysql.NewDialect()},
 }
 
 // TestCheckedInFilesMatch fails when the checked-in files for the default
@@ -98,7 +98,7 @@ func TestRender(t *testing.T) {
 		t.Errorf("files for my_keys name the default table:\n%s", text)
 	}
 
-	gm, err := migrationfiles.Render(mysql.NewDialect(0), "my_keys", migrationfiles.GolangMigrate)
+	gm, err := migrationfiles.Render(mysql.NewDialect(), "my_keys", migrationfiles.GolangMigrate)
 	if err != nil {
 		t.Fatal(err)
 	}

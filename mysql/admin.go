@@ -17,7 +17,7 @@ import (
 // literals when small). Scopes and keys are VARBINARY, so a prefix filter
 // is a byte range the primary key serves.
 
-var _ dialect.Admin = (*Dialect)(nil)
+var _ dialect.Admin = (*mysqlDialect)(nil)
 
 var adminSQL = sq.StatementBuilder.PlaceholderFormat(sq.Question)
 
@@ -60,7 +60,7 @@ func stateCondition(s dialect.State) (sq.Sqlizer, error) {
 }
 
 // Inspect reads the record of a key, live or expired.
-func (d *Dialect) Inspect(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LookupArgs) (dialect.RecordInfo, bool, error) {
+func (d *mysqlDialect) Inspect(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LookupArgs) (dialect.RecordInfo, bool, error) {
 	recs, err := infos(ctx, q, adminSelect(t, clock(a.Now)).Where(sq.Eq{"scope": a.Scope, "idem_key": a.Key}))
 	if err != nil || len(recs) == 0 {
 		return dialect.RecordInfo{}, false, err
@@ -69,7 +69,7 @@ func (d *Dialect) Inspect(ctx context.Context, q dialect.Queryer, t dialect.Tabl
 }
 
 // List returns a page of records matching a's filters.
-func (d *Dialect) List(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ListArgs) ([]dialect.RecordInfo, error) {
+func (d *mysqlDialect) List(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ListArgs) ([]dialect.RecordInfo, error) {
 	clk := clock(a.Now)
 	b := scopePrefix(adminSelect(t, clk), a.ScopePrefix)
 	if len(a.States) > 0 {
@@ -145,7 +145,7 @@ func infos(ctx context.Context, q dialect.Queryer, b sq.SelectBuilder) ([]dialec
 // claim is still open holds its row lock, so the locking read waits for
 // that transaction, bounded by ctx (and the session's
 // innodb_lock_wait_timeout).
-func (d *Dialect) Delete(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.DeleteArgs) (int64, error) {
+func (d *mysqlDialect) Delete(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.DeleteArgs) (int64, error) {
 	// MySQL's DELETE returns no rows: a locking read takes the record and
 	// its token, then the DELETE removes it and the floor is raised, all
 	// in the core's transaction.
@@ -182,7 +182,7 @@ func (d *Dialect) Delete(ctx context.Context, q dialect.Queryer, t dialect.Table
 }
 
 // Count counts records by state and expiry.
-func (d *Dialect) Count(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.CountArgs) ([]dialect.StateCount, error) {
+func (d *mysqlDialect) Count(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.CountArgs) ([]dialect.StateCount, error) {
 	b := scopePrefix(adminSQL.Select("CASE WHEN status IS NULL THEN 1 ELSE 0 END AS pending").
 		Column(sq.Expr("CASE WHEN "+expiredAt+" THEN 1 ELSE 0 END AS expired", clock(a.Now))).
 		Column("COUNT(*)").

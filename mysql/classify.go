@@ -52,7 +52,7 @@ const (
 
 // Classify maps *mysql.MySQLError numbers and the driver's packet limit to
 // the dialect meanings.
-func (*Dialect) Classify(err error) error {
+func (*mysqlDialect) Classify(err error) error {
 	if err == nil || dialect.IsClassified(err) {
 		return err
 	}

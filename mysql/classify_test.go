@@ -13,7 +13,7 @@ import (
 )
 
 func TestClassify(t *testing.T) {
-	d := NewDialect(0)
+	d := newDialect(0)
 	for _, tc := range []struct {
 		number uint16
 		want   error
@@ -75,7 +75,7 @@ func TestLockWaitSeconds(t *testing.T) {
 }
 
 func TestCompleteRefusesBodyOverPacket(t *testing.T) {
-	d := NewDialect(1 << 20)
+	d := newDialect(1 << 20)
 	table, _ := dialect.NewTable("t")
 	err := d.Complete(t.Context(), nil, table, dialect.CompleteArgs{Body: make([]byte, 1<<20)})
 	if !errors.Is(err, dialect.ErrTooLarge) {
@@ -103,7 +103,7 @@ func TestParseVersion(t *testing.T) {
 // README's "Clusters and distributed SQL", each with its meaning, from any
 // statement but COMMIT.
 func TestClassifyClusterErrors(t *testing.T) {
-	d := NewDialect(0)
+	d := newDialect(0)
 	for _, tc := range []struct {
 		number uint16
 		server string
@@ -169,7 +169,7 @@ func TestCommitErrorClusters(t *testing.T) {
 		}
 	}
 	// Through Classify, as Do sees it: each is retried or reported as unknown.
-	d := NewDialect(0)
+	d := newDialect(0)
 	for n, want := range map[uint16]error{1213: dialect.ErrDeadlock, 1047: dialect.ErrUnavailable, 1062: dialect.ErrSerialization, 1180: dialect.ErrCommitUnknown} {
 		if err := d.Classify(commitError(&mysqldriver.MySQLError{Number: n})); !errors.Is(err, want) {
 			t.Errorf("COMMIT failing with %d, classified: %v, want %v", n, err, want)

@@ -10,8 +10,8 @@ import (
 	"github.com/idemkit/idem/dialect"
 )
 
-// Dialect is MySQL's and MariaDB's statements and error-number mapping.
-type Dialect struct {
+// mysqlDialect is MySQL's and MariaDB's statements and error-number mapping.
+type mysqlDialect struct {
 	// maxPacket is the server's max_allowed_packet; 0 means unknown.
 	maxPacket int64
 	// perStatementWait: the server has SET STATEMENT (MariaDB), so the
@@ -35,25 +35,30 @@ type Dialect struct {
 	latestLockedReads bool
 }
 
-var _ dialect.Dialect = (*Dialect)(nil)
+var _ dialect.Dialect = (*mysqlDialect)(nil)
 
-// NewDialect returns the dialect for a server whose max_allowed_packet is
+// NewDialect returns the MySQL dialect without a connection: for rendering
+// the migrations (migrationfiles, the idem CLI). New makes its own, which
+// knows the server's max_allowed_packet and kind.
+func NewDialect() dialect.Dialect { return newDialect(0) }
+
+// newDialect returns the dialect for a server whose max_allowed_packet is
 // maxAllowedPacket (0 if unknown: no size check before sending).
-func NewDialect(maxAllowedPacket int64) *Dialect {
-	return &Dialect{maxPacket: maxAllowedPacket, stmts: dialect.NewStatements(newStatements)}
+func newDialect(maxAllowedPacket int64) *mysqlDialect {
+	return &mysqlDialect{maxPacket: maxAllowedPacket, stmts: dialect.NewStatements(newStatements)}
 }
 
 // Name returns "mysql".
-func (*Dialect) Name() string { return "mysql" }
+func (*mysqlDialect) Name() string { return "mysql" }
 
 // Capabilities reports row-level locks (a loser waits on the key only) and,
 // on a Galera node, conflicts with other nodes found at COMMIT.
-func (d *Dialect) Capabilities() dialect.Capabilities {
+func (d *mysqlDialect) Capabilities() dialect.Capabilities {
 	return dialect.Capabilities{ConflictsAtCommit: d.certified}
 }
 
 // Schema returns the versioned DDL (migrations/*.sql).
-func (d *Dialect) Schema(t dialect.Table) dialect.Schema { return d.stmts.For(t).schema }
+func (d *mysqlDialect) Schema(t dialect.Table) dialect.Schema { return d.stmts.For(t).schema }
 
 // Claim inserts the in-flight record. A duplicate key means another
 // transaction holds or held it: read it with a locking read, take it over if
@@ -64,7 +69,7 @@ func (d *Dialect) Schema(t dialect.Table) dialect.Schema { return d.stmts.For(t)
 // FOR); MySQL has no such statement (and its SET_VAR hint does not apply to
 // InnoDB's variables), so there the session's value is set around the claim
 // and put back after it.
-func (d *Dialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ClaimArgs) (res dialect.ClaimResult, err error) {
+func (d *mysqlDialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ClaimArgs) (res dialect.ClaimResult, err error) {
 	s := d.stmts.For(t)
 	secs := lockWaitSeconds(a.WaitBound)
 	c := &s.claim
@@ -118,7 +123,7 @@ func (d *Dialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table,
 
 // Complete stores the response on the in-flight record. A body the server
 // could not accept in one packet is refused before it is sent.
-func (d *Dialect) Complete(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.CompleteArgs) error {
+func (d *mysqlDialect) Complete(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.CompleteArgs) error {
 	if err := d.fits(a.Header, a.Body); err != nil {
 		return err
 	}
@@ -134,7 +139,7 @@ func (d *Dialect) Complete(ctx context.Context, q dialect.Queryer, t dialect.Tab
 
 // fits refuses, before it is sent, a response the server could not accept
 // in one packet.
-func (d *Dialect) fits(header, body []byte) error {
+func (d *mysqlDialect) fits(header, body []byte) error {
 	if size := int64(len(body) + len(header) + packetOverhead); d.maxPacket > 0 && size > d.maxPacket {
 		return dialect.Classified(dialect.ErrTooLarge,
 			fmt.Errorf("mysql: response of %d bytes does not fit the server's max_allowed_packet of %d", size, d.maxPacket))
@@ -148,7 +153,7 @@ const packetOverhead = 4096
 
 // Lookup reads the live record with a plain (consistent) read; on Galera a
 // causal one.
-func (d *Dialect) Lookup(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LookupArgs) (dialect.Record, bool, error) {
+func (d *mysqlDialect) Lookup(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LookupArgs) (dialect.Record, bool, error) {
 	s := d.stmts.For(t)
 	stmt := s.read
 	if d.causalLookups {
@@ -169,7 +174,7 @@ func (d *Dialect) Lookup(ctx context.Context, q dialect.Queryer, t dialect.Table
 
 // read runs one of the record reads; it reports whether the record has
 // expired by the store's clock.
-func (d *Dialect) read(ctx context.Context, q dialect.Queryer, lookup bool, stmt, scope, key string, now any) (rec dialect.Record, expired, found bool, err error) {
+func (d *mysqlDialect) read(ctx context.Context, q dialect.Queryer, lookup bool, stmt, scope, key string, now any) (rec dialect.Record, expired, found bool, err error) {
 	var rows dialect.Rows
 	if _, prepares := q.(dialect.Preparer); lookup && prepares {
 		// A lookup where statements stay prepared (the driver's pool):
@@ -219,7 +224,7 @@ func scanRecord(rows dialect.Rows) (rec dialect.Record, expired bool, err error)
 // Purge locks up to a.Limit expired rows with SKIP LOCKED, so it never
 // waits on a claim, and deletes them by primary key, in the core's READ
 // COMMITTED transaction (where InnoDB takes no gap locks).
-func (d *Dialect) Purge(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.PurgeArgs) (n int64, err error) {
+func (d *mysqlDialect) Purge(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.PurgeArgs) (n int64, err error) {
 	s := d.stmts.For(t)
 	rows, err := query(ctx, q, s.purgeSelect, clock(a.Now), a.Limit)
 	if err != nil {
@@ -259,7 +264,7 @@ func (d *Dialect) Purge(ctx context.Context, q dialect.Queryer, t dialect.Table,
 // removed, after the records' rows (so a claim that holds one of them and
 // reads the floor never waits on this transaction's lock of the floor
 // while it holds a row this one wants).
-func (d *Dialect) raiseFloor(ctx context.Context, q dialect.Queryer, s *statements, token int64) error {
+func (d *mysqlDialect) raiseFloor(ctx context.Context, q dialect.Queryer, s *statements, token int64) error {
 	if token <= 0 {
 		return nil
 	}

@@ -15,14 +15,14 @@ import (
 // takeovers one wins. A lost insert is error 1062, which rolls back only
 // that statement.
 
-var _ dialect.Leaser = (*Dialect)(nil)
+var _ dialect.Leaser = (*mysqlDialect)(nil)
 
 // InsertLease inserts a pending record holding a lease unless the key has
 // one, waiting at most a.WaitBound for a transaction that holds the key,
 // then stamps its token above the floor. A lost insert writes nothing
 // more in its transaction: it holds a shared lock on the existing row, and
 // a write after it would deadlock with other losers doing the same.
-func (d *Dialect) InsertLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LeaseArgs) (won bool, err error) {
+func (d *mysqlDialect) InsertLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LeaseArgs) (won bool, err error) {
 	s := d.stmts.For(t)
 	now, ret, lease := clock(a.Now), a.Retention.Microseconds(), a.Lease.Microseconds()
 	err = d.waitBounded(ctx, q, a.WaitBound, func(prefix string) error {
@@ -42,7 +42,7 @@ func (d *Dialect) InsertLease(ctx context.Context, q dialect.Queryer, t dialect.
 // and the floor. The floor is read by a plain (consistent, lockless) read
 // now that the row is held: every delete of the key's earlier records has
 // committed.
-func (d *Dialect) stampToken(ctx context.Context, q dialect.Queryer, s *statements, scope, key string) error {
+func (d *mysqlDialect) stampToken(ctx context.Context, q dialect.Queryer, s *statements, scope, key string) error {
 	floor, err := queryInt64(ctx, q, s.readFloor)
 	if err != nil {
 		return err
@@ -52,7 +52,7 @@ func (d *Dialect) stampToken(ctx context.Context, q dialect.Queryer, s *statemen
 }
 
 // TakeExpired takes over a record whose retention has passed.
-func (d *Dialect) TakeExpired(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LeaseArgs) (won bool, err error) {
+func (d *mysqlDialect) TakeExpired(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LeaseArgs) (won bool, err error) {
 	s := d.stmts.For(t)
 	now, ret, lease := clock(a.Now), a.Retention.Microseconds(), a.Lease.Microseconds()
 	err = d.waitBounded(ctx, q, a.WaitBound, func(prefix string) error {
@@ -68,7 +68,7 @@ func (d *Dialect) TakeExpired(ctx context.Context, q dialect.Queryer, t dialect.
 }
 
 // ResumeLease takes over a pending record whose lease ended.
-func (d *Dialect) ResumeLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LeaseArgs) (won bool, err error) {
+func (d *mysqlDialect) ResumeLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LeaseArgs) (won bool, err error) {
 	s := d.stmts.For(t).lease
 	now, lease := clock(a.Now), a.Lease.Microseconds()
 	err = d.waitBounded(ctx, q, a.WaitBound, func(prefix string) error {
@@ -81,7 +81,7 @@ func (d *Dialect) ResumeLease(ctx context.Context, q dialect.Queryer, t dialect.
 }
 
 // ExtendLease moves the lease's end.
-func (d *Dialect) ExtendLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.FenceArgs) (time.Time, error) {
+func (d *mysqlDialect) ExtendLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.FenceArgs) (time.Time, error) {
 	s := d.stmts.For(t).lease
 	now, lease := clock(a.Now), a.Lease.Microseconds()
 	if _, err := exec(ctx, q, s.extend, append([]any{now, lease, now, lease}, fence(a)...)...); err != nil {
@@ -91,7 +91,7 @@ func (d *Dialect) ExtendLease(ctx context.Context, q dialect.Queryer, t dialect.
 }
 
 // RecordStep stores a recovery point and extends the lease.
-func (d *Dialect) RecordStep(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.StepArgs) (time.Time, error) {
+func (d *mysqlDialect) RecordStep(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.StepArgs) (time.Time, error) {
 	s := d.stmts.For(t).lease
 	now, lease := clock(a.Now), a.Lease.Microseconds()
 	if _, err := exec(ctx, q, s.step, append([]any{now, lease, now, lease, a.Step, a.Data}, fence(a.FenceArgs)...)...); err != nil {
@@ -101,7 +101,7 @@ func (d *Dialect) RecordStep(ctx context.Context, q dialect.Queryer, t dialect.T
 }
 
 // CompleteLease stores the response and ends the lease.
-func (d *Dialect) CompleteLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.CompleteLeaseArgs) error {
+func (d *mysqlDialect) CompleteLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.CompleteLeaseArgs) error {
 	if err := d.fits(a.Header, a.Body); err != nil {
 		return err
 	}
@@ -111,7 +111,7 @@ func (d *Dialect) CompleteLease(ctx context.Context, q dialect.Queryer, t dialec
 }
 
 // ReleaseLease ends the lease now, keeping the work's state.
-func (d *Dialect) ReleaseLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.FenceArgs) error {
+func (d *mysqlDialect) ReleaseLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.FenceArgs) error {
 	s := d.stmts.For(t).lease
 	n, err := exec(ctx, q, s.release, append([]any{clock(a.Now)}, fence(a)...)...)
 	return d.fenced(ctx, q, s, a, n, err)
@@ -122,7 +122,7 @@ func fence(a dialect.FenceArgs) []any { return []any{a.Scope, a.Key, a.Token, a.
 
 // ExpiredLeases lists pending records whose lease ended within their
 // retention.
-func (d *Dialect) ExpiredLeases(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ExpiredLeasesArgs) ([]dialect.Record, error) {
+func (d *mysqlDialect) ExpiredLeases(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ExpiredLeasesArgs) ([]dialect.Record, error) {
 	now := clock(a.Now)
 	rows, err := query(ctx, q, d.stmts.For(t).lease.expired, now, now, now, a.Limit)
 	if err != nil {
@@ -144,7 +144,7 @@ func (d *Dialect) ExpiredLeases(ctx context.Context, q dialect.Queryer, t dialec
 // counts changed rows, not matched ones, unless the DSN sets
 // clientFoundRows: an UPDATE that set what was already there reports 0, so
 // 0 is checked with a read of the holder's row (locked by the UPDATE).
-func (d *Dialect) fenced(ctx context.Context, q dialect.Queryer, s leaseStatements, a dialect.FenceArgs, n int64, err error) error {
+func (d *mysqlDialect) fenced(ctx context.Context, q dialect.Queryer, s leaseStatements, a dialect.FenceArgs, n int64, err error) error {
 	if err != nil || n == 1 {
 		return err
 	}
@@ -165,7 +165,7 @@ func (d *Dialect) fenced(ctx context.Context, q dialect.Queryer, s leaseStatemen
 // until reads the lease's end after an extension, which also tells
 // whether the holder's record is there (go-sql-driver's row count cannot:
 // see fenced).
-func (d *Dialect) until(ctx context.Context, q dialect.Queryer, s leaseStatements, a dialect.FenceArgs) (time.Time, error) {
+func (d *mysqlDialect) until(ctx context.Context, q dialect.Queryer, s leaseStatements, a dialect.FenceArgs) (time.Time, error) {
 	rows, err := query(ctx, q, s.until, fence(a)...)
 	if err != nil {
 		return time.Time{}, err
@@ -188,7 +188,7 @@ func (d *Dialect) until(ctx context.Context, q dialect.Queryer, s leaseStatement
 // Claim does: on MariaDB fn prefixes its statements with SET STATEMENT; on
 // MySQL the session's innodb_lock_wait_timeout is set around fn and put
 // back.
-func (d *Dialect) waitBounded(ctx context.Context, q dialect.Queryer, wait time.Duration, fn func(prefix string) error) (err error) {
+func (d *mysqlDialect) waitBounded(ctx context.Context, q dialect.Queryer, wait time.Duration, fn func(prefix string) error) (err error) {
 	secs := lockWaitSeconds(wait)
 	if d.perStatementWait {
 		return fn("SET STATEMENT innodb_lock_wait_timeout=" + strconv.FormatInt(secs, 10) + " FOR ")

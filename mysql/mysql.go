@@ -118,7 +118,7 @@ type Driver struct {
 	db      *sql.DB
 	level   sql.IsolationLevel
 	pool    *poolQueryer
-	dialect *Dialect
+	dialect *mysqlDialect
 }
 
 // checkIsolation refuses a level InnoDB does not have.
@@ -167,7 +167,7 @@ func New(ctx context.Context, db *sql.DB, opts Options) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := NewDialect(srv.maxAllowedPacket)
+	d := newDialect(srv.maxAllowedPacket)
 	d.perStatementWait = srv.mariaDB
 	d.causalLookups = srv.mariaDB && srv.galera
 	d.certified = srv.galera
@@ -222,7 +222,7 @@ func versionAtLeast(v, oldest [3]int) bool {
 	return true
 }
 
-// Dialect returns the MySQL dialect.
+// mysqlDialect returns the MySQL dialect.
 func (d *Driver) Dialect() dialect.Dialect { return d.dialect }
 
 // Pool runs statements on the *sql.DB.

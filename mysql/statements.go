@@ -94,7 +94,7 @@ type boundKey struct {
 // innodb_lock_wait_timeout set to seconds (MariaDB's SET STATEMENT), and
 // innodb_snapshot_isolation off where the server has it, made once per
 // table and bound.
-func (d *Dialect) bounded(t dialect.Table, s *statements, seconds int64) *claimStatements {
+func (d *mysqlDialect) bounded(t dialect.Table, s *statements, seconds int64) *claimStatements {
 	k := boundKey{t.Name(), seconds}
 	if c, ok := d.bounds.Load(k); ok {
 		return c.(*claimStatements)

@@ -19,7 +19,7 @@ func TestBoundedClaimStatements(t *testing.T) {
 		{false, "SET STATEMENT innodb_lock_wait_timeout=5 FOR "},
 		{true, "SET STATEMENT innodb_lock_wait_timeout=5, innodb_snapshot_isolation=OFF FOR "},
 	} {
-		d := NewDialect(0)
+		d := newDialect(0)
 		d.latestLockedReads = tc.latest
 		c := d.bounded(table, d.stmts.For(table), 5)
 		for name, stmt := range map[string]string{"insert": c.insert, "locking read": c.lockingRead, "takeover": c.takeover} {
@@ -33,7 +33,7 @@ func TestBoundedClaimStatements(t *testing.T) {
 // On Galera lookups are causal reads; elsewhere plain ones.
 func TestCausalLookupStatement(t *testing.T) {
 	table, _ := dialect.NewTable("t")
-	s := NewDialect(0).stmts.For(table)
+	s := newDialect(0).stmts.For(table)
 	if s.causalRead != causalPrefix+s.read || strings.HasPrefix(s.read, "SET") {
 		t.Errorf("read %q, causal read %q", s.read, s.causalRead)
 	}

@@ -15,7 +15,7 @@ import (
 // placeholders. Scope comparisons use the column's "C" collation, so a
 // prefix filter is a range the primary key serves.
 
-var _ dialect.Admin = (*Dialect)(nil)
+var _ dialect.Admin = (*postgresDialect)(nil)
 
 var adminSQL = sq.StatementBuilder.PlaceholderFormat(sq.Dollar)
 
@@ -61,7 +61,7 @@ func scopePrefix[B interface{ Where(any, ...any) B }](b B, prefix string) B {
 }
 
 // Inspect reads the record of a key, live or expired.
-func (d *Dialect) Inspect(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LookupArgs) (dialect.RecordInfo, bool, error) {
+func (d *postgresDialect) Inspect(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LookupArgs) (dialect.RecordInfo, bool, error) {
 	recs, err := infos(ctx, q, adminSelect(t, clock(a.Now)).Where(sq.Eq{"scope": a.Scope, "idem_key": a.Key}))
 	if err != nil || len(recs) == 0 {
 		return dialect.RecordInfo{}, false, err
@@ -70,7 +70,7 @@ func (d *Dialect) Inspect(ctx context.Context, q dialect.Queryer, t dialect.Tabl
 }
 
 // List returns a page of records matching a's filters.
-func (d *Dialect) List(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ListArgs) ([]dialect.RecordInfo, error) {
+func (d *postgresDialect) List(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ListArgs) ([]dialect.RecordInfo, error) {
 	now := clock(a.Now)
 	b := scopePrefix(adminSelect(t, now), a.ScopePrefix)
 	if len(a.States) > 0 {
@@ -144,7 +144,7 @@ func infos(ctx context.Context, q dialect.Queryer, b sq.SelectBuilder) ([]dialec
 // raises the token floor to its token. A record whose claim is still open
 // is invisible to the DELETE (not yet committed) or waits for it (a
 // takeover or completion in progress), bounded by ctx.
-func (d *Dialect) Delete(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.DeleteArgs) (int64, error) {
+func (d *postgresDialect) Delete(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.DeleteArgs) (int64, error) {
 	b := adminSQL.Delete(quoted(t)).Where(sq.Eq{"scope": a.Scope, "idem_key": a.Key})
 	if !a.Force {
 		b = b.Where(sq.Or{sq.NotEq{"status": nil}, sq.Expr("expires_at <= "+nowParam, clock(a.Now))})
@@ -157,7 +157,7 @@ func (d *Dialect) Delete(ctx context.Context, q dialect.Queryer, t dialect.Table
 }
 
 // Count counts records by state and expiry.
-func (d *Dialect) Count(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.CountArgs) ([]dialect.StateCount, error) {
+func (d *postgresDialect) Count(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.CountArgs) ([]dialect.StateCount, error) {
 	b := scopePrefix(adminSQL.Select("status IS NULL AS pending").
 		Column(sq.Expr("expires_at <= "+nowParam+" AS expired", clock(a.Now))).
 		Column("count(*)").

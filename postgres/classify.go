@@ -32,7 +32,7 @@ const (
 
 // Classify maps SQLSTATE codes, pgx's closed-transaction error and lost
 // connections to the dialect meanings.
-func (*Dialect) Classify(err error) error {
+func (*postgresDialect) Classify(err error) error {
 	if err == nil || dialect.IsClassified(err) {
 		return err
 	}

@@ -14,7 +14,7 @@ import (
 )
 
 func TestClassify(t *testing.T) {
-	d := NewDialect()
+	d := newDialect()
 	for _, tc := range []struct {
 		code string
 		want error
@@ -89,7 +89,7 @@ func timeMillis(ms int64) time.Duration { return time.Duration(ms) * time.Millis
 // databases named in the README's "Clusters and distributed SQL", from any
 // statement but COMMIT.
 func TestClassifyClusterErrors(t *testing.T) {
-	d := NewDialect()
+	d := newDialect()
 	for _, tc := range []struct {
 		code   string
 		server string
@@ -122,7 +122,7 @@ func TestClassifyClusterErrors(t *testing.T) {
 // adjudicate there) is a known rollback that Do retries; CockroachDB's
 // ambiguous result is an unknown outcome.
 func TestCommitErrorClusters(t *testing.T) {
-	d := NewDialect()
+	d := newDialect()
 	for code, want := range map[string]error{"40001": dialect.ErrSerialization, "40P01": dialect.ErrDeadlock, "40003": dialect.ErrCommitUnknown} {
 		pe := &pgconn.PgError{Code: code}
 		err := d.Classify(commitError(pe))

@@ -9,25 +9,29 @@ import (
 	"github.com/idemkit/idem/dialect"
 )
 
-// Dialect is PostgreSQL's statements and SQLSTATE mapping, shared by both
+// postgresDialect is PostgreSQL's statements and SQLSTATE mapping, shared by both
 // drivers. It caches the statement text per table.
-type Dialect struct {
+type postgresDialect struct {
 	stmts *dialect.Statements[statements]
 }
 
-var _ dialect.Dialect = (*Dialect)(nil)
+var _ dialect.Dialect = (*postgresDialect)(nil)
 
-// NewDialect returns the PostgreSQL dialect.
-func NewDialect() *Dialect { return &Dialect{stmts: dialect.NewStatements(newStatements)} }
+// NewDialect returns the PostgreSQL dialect without a connection: for
+// rendering the migrations (migrationfiles, the idem CLI). New and NewSQL
+// make their own.
+func NewDialect() dialect.Dialect { return newDialect() }
+
+func newDialect() *postgresDialect { return &postgresDialect{stmts: dialect.NewStatements(newStatements)} }
 
 // Name returns "postgres".
-func (*Dialect) Name() string { return "postgres" }
+func (*postgresDialect) Name() string { return "postgres" }
 
 // Capabilities reports row-level locks: a loser waits on the key only.
-func (*Dialect) Capabilities() dialect.Capabilities { return dialect.Capabilities{} }
+func (*postgresDialect) Capabilities() dialect.Capabilities { return dialect.Capabilities{} }
 
 // Schema returns the versioned DDL (migrations/*.sql).
-func (d *Dialect) Schema(t dialect.Table) dialect.Schema { return d.stmts.For(t).schema }
+func (d *postgresDialect) Schema(t dialect.Table) dialect.Schema { return d.stmts.For(t).schema }
 
 // Claim inserts the record unless the key has one, with lock_timeout set to
 // the wait bound for that statement only: the insert saves the caller's
@@ -43,7 +47,7 @@ func (d *Dialect) Schema(t dialect.Table) dialect.Schema { return d.stmts.For(t)
 // transaction that holds the key (up to lock_timeout), and at REPEATABLE
 // READ or SERIALIZABLE a conflict with a row the snapshot cannot see still
 // raises 40001.
-func (d *Dialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ClaimArgs) (dialect.ClaimResult, error) {
+func (d *postgresDialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ClaimArgs) (dialect.ClaimResult, error) {
 	s := d.stmts.For(t)
 	now := clock(a.Now)
 	timeout := lockTimeout(a.WaitBound)
@@ -110,7 +114,7 @@ func lockTimeout(d time.Duration) string {
 // can send it with COMMIT (a dialect.CommitDeferrer: the pgx driver's), it
 // is held back and guarded so that it fails, and COMMIT never runs, when
 // there is nothing to complete.
-func (d *Dialect) Complete(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.CompleteArgs) error {
+func (d *postgresDialect) Complete(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.CompleteArgs) error {
 	s := d.stmts.For(t)
 	args := []any{a.Status, a.Header, a.Body, a.Scope, a.Key, a.Fingerprint, clock(a.Now), a.Retention.Microseconds()}
 	if dialect.DeferToCommit(q, dialect.Statement{SQL: s.completeGuarded, Args: args}) {
@@ -127,7 +131,7 @@ func (d *Dialect) Complete(ctx context.Context, q dialect.Queryer, t dialect.Tab
 }
 
 // Lookup reads the live record.
-func (d *Dialect) Lookup(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LookupArgs) (dialect.Record, bool, error) {
+func (d *postgresDialect) Lookup(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LookupArgs) (dialect.Record, bool, error) {
 	rec, expired, found, err := d.read(ctx, q, d.stmts.For(t), a.Scope, a.Key, clock(a.Now))
 	if err != nil || !found || expired {
 		return dialect.Record{}, false, err
@@ -136,7 +140,7 @@ func (d *Dialect) Lookup(ctx context.Context, q dialect.Queryer, t dialect.Table
 }
 
 // read reads the record of a key and whether it has expired.
-func (d *Dialect) read(ctx context.Context, q dialect.Queryer, s *statements, scope, key string, now any) (rec dialect.Record, expired, found bool, err error) {
+func (d *postgresDialect) read(ctx context.Context, q dialect.Queryer, s *statements, scope, key string, now any) (rec dialect.Record, expired, found bool, err error) {
 	err = dialect.Run(ctx, q, dialect.Statement{
 		SQL:  s.read,
 		Args: []any{scope, key, now},
@@ -188,7 +192,7 @@ func scanColumns(r dialect.Rows) (rec dialect.Record, expired, found bool, err e
 // Purge deletes up to a.Limit expired rows that no other transaction holds
 // (FOR UPDATE SKIP LOCKED), in the core's READ COMMITTED transaction, and
 // raises the token floor to the largest token among them.
-func (d *Dialect) Purge(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.PurgeArgs) (int64, error) {
+func (d *postgresDialect) Purge(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.PurgeArgs) (int64, error) {
 	return countRows(ctx, q, d.stmts.For(t).purge, clock(a.Now), a.Limit)
 }
 

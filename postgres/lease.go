@@ -11,13 +11,13 @@ import (
 // COMMITTED transaction of its own, so a takeover that waited for another's
 // row lock re-reads the row and finds its condition false: one winner.
 
-var _ dialect.Leaser = (*Dialect)(nil)
+var _ dialect.Leaser = (*postgresDialect)(nil)
 
 // InsertLease inserts a pending record holding a lease unless the key has
 // one, then stamps its token above the floor. The lease claim's
 // transaction is the core's own, so the wait bound is set for all of it
 // (set_config is transaction-local) and never restored.
-func (d *Dialect) InsertLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LeaseArgs) (bool, error) {
+func (d *postgresDialect) InsertLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LeaseArgs) (bool, error) {
 	s := d.stmts.For(t).lease
 	var won bool
 	err := dialect.Pipeline(ctx, q,
@@ -37,14 +37,14 @@ func (d *Dialect) InsertLease(ctx context.Context, q dialect.Queryer, t dialect.
 }
 
 // TakeExpired takes over a record whose retention has passed.
-func (d *Dialect) TakeExpired(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LeaseArgs) (bool, error) {
+func (d *postgresDialect) TakeExpired(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LeaseArgs) (bool, error) {
 	n, err := d.bounded(ctx, q, a.WaitBound, d.stmts.For(t).lease.takeExpired,
 		a.Scope, a.Key, a.Fingerprint, clock(a.Now), a.Retention.Microseconds(), a.Lease.Microseconds())
 	return n == 1, err
 }
 
 // ResumeLease takes over a pending record whose lease ended.
-func (d *Dialect) ResumeLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LeaseArgs) (bool, error) {
+func (d *postgresDialect) ResumeLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LeaseArgs) (bool, error) {
 	n, err := d.bounded(ctx, q, a.WaitBound, d.stmts.For(t).lease.resume,
 		a.Scope, a.Key, a.Fingerprint, clock(a.Now), a.Lease.Microseconds())
 	return n == 1, err
@@ -52,7 +52,7 @@ func (d *Dialect) ResumeLease(ctx context.Context, q dialect.Queryer, t dialect.
 
 // bounded runs a takeover with the claim's wait bound for the rest of the
 // core's transaction.
-func (d *Dialect) bounded(ctx context.Context, q dialect.Queryer, wait time.Duration, stmt string, args ...any) (int64, error) {
+func (d *postgresDialect) bounded(ctx context.Context, q dialect.Queryer, wait time.Duration, stmt string, args ...any) (int64, error) {
 	var n int64
 	err := dialect.Pipeline(ctx, q,
 		dialect.Statement{SQL: `SELECT set_config('lock_timeout', $1, true)`, Args: []any{lockTimeout(wait)}},
@@ -66,29 +66,29 @@ func fenceArgs(a dialect.FenceArgs, more ...any) []any {
 }
 
 // ExtendLease moves the lease's end.
-func (d *Dialect) ExtendLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.FenceArgs) (time.Time, error) {
+func (d *postgresDialect) ExtendLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.FenceArgs) (time.Time, error) {
 	return fencedUntil(ctx, q, d.stmts.For(t).lease.extend, fenceArgs(a, a.Lease.Microseconds()))
 }
 
 // RecordStep stores a recovery point and extends the lease.
-func (d *Dialect) RecordStep(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.StepArgs) (time.Time, error) {
+func (d *postgresDialect) RecordStep(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.StepArgs) (time.Time, error) {
 	return fencedUntil(ctx, q, d.stmts.For(t).lease.step, fenceArgs(a.FenceArgs, a.Lease.Microseconds(), a.Step, a.Data))
 }
 
 // CompleteLease stores the response and ends the lease.
-func (d *Dialect) CompleteLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.CompleteLeaseArgs) error {
+func (d *postgresDialect) CompleteLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.CompleteLeaseArgs) error {
 	return fenced(q.Exec(ctx, d.stmts.For(t).lease.complete,
 		fenceArgs(a.FenceArgs, a.Status, a.Header, a.Body, a.Retention.Microseconds())...))
 }
 
 // ReleaseLease ends the lease now, keeping the work's state.
-func (d *Dialect) ReleaseLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.FenceArgs) error {
+func (d *postgresDialect) ReleaseLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.FenceArgs) error {
 	return fenced(q.Exec(ctx, d.stmts.For(t).lease.release, fenceArgs(a)...))
 }
 
 // ExpiredLeases lists pending records whose lease ended within their
 // retention.
-func (d *Dialect) ExpiredLeases(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ExpiredLeasesArgs) ([]dialect.Record, error) {
+func (d *postgresDialect) ExpiredLeases(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ExpiredLeasesArgs) ([]dialect.Record, error) {
 	var out []dialect.Record
 	err := dialect.Run(ctx, q, dialect.Statement{
 		SQL:  d.stmts.For(t).lease.expired,

@@ -17,7 +17,7 @@ import (
 type Driver struct {
 	pool    *pgxpool.Pool
 	level   sql.IsolationLevel
-	dialect *Dialect
+	dialect *postgresDialect
 }
 
 var _ dialect.Driver[pgx.Tx] = (*Driver)(nil)
@@ -31,7 +31,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver, error)
 	if err := checkIsolation(opts.Isolation); err != nil {
 		return nil, err
 	}
-	d := &Driver{pool: pool, level: opts.Isolation, dialect: NewDialect()}
+	d := &Driver{pool: pool, level: opts.Isolation, dialect: newDialect()}
 	if err := checkServer(ctx, d.Pool()); err != nil {
 		return nil, err
 	}
@@ -51,7 +51,7 @@ func pgxLevel(l sql.IsolationLevel) pgx.TxIsoLevel {
 	return ""
 }
 
-// Dialect returns the PostgreSQL dialect.
+// postgresDialect returns the PostgreSQL dialect.
 func (d *Driver) Dialect() dialect.Dialect { return d.dialect }
 
 // Pool runs statements on the pool, outside any caller's transaction.

@@ -18,7 +18,7 @@ type SQLDriver struct {
 	db      *sql.DB
 	level   sql.IsolationLevel
 	pool    dialect.Queryer
-	dialect *Dialect
+	dialect *postgresDialect
 }
 
 var _ dialect.Driver[*sql.Tx] = (*SQLDriver)(nil)
@@ -43,10 +43,10 @@ func NewSQL(ctx context.Context, db *sql.DB, opts Options) (*SQLDriver, error) {
 	if err := checkServer(ctx, pool); err != nil {
 		return nil, err
 	}
-	return &SQLDriver{db: db, level: opts.Isolation, pool: pool, dialect: NewDialect()}, nil
+	return &SQLDriver{db: db, level: opts.Isolation, pool: pool, dialect: newDialect()}, nil
 }
 
-// Dialect returns the PostgreSQL dialect.
+// postgresDialect returns the PostgreSQL dialect.
 func (d *SQLDriver) Dialect() dialect.Dialect { return d.dialect }
 
 // Pool runs statements on the *sql.DB.

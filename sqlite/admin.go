@@ -15,7 +15,7 @@ import (
 // placeholders; times are Unix microseconds like everywhere in this
 // backend.
 
-var _ dialect.Admin = (*Dialect)(nil)
+var _ dialect.Admin = (*sqliteDialect)(nil)
 
 var adminSQL = sq.StatementBuilder.PlaceholderFormat(sq.Question)
 
@@ -58,7 +58,7 @@ func stateCondition(s dialect.State) (sq.Sqlizer, error) {
 }
 
 // Inspect reads the record of a key, live or expired.
-func (d *Dialect) Inspect(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LookupArgs) (dialect.RecordInfo, bool, error) {
+func (d *sqliteDialect) Inspect(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LookupArgs) (dialect.RecordInfo, bool, error) {
 	recs, err := d.infos(ctx, q, adminSelect(t, clock(a.Now)).Where(sq.Eq{"scope": a.Scope, "idem_key": a.Key}))
 	if err != nil || len(recs) == 0 {
 		return dialect.RecordInfo{}, false, err
@@ -67,7 +67,7 @@ func (d *Dialect) Inspect(ctx context.Context, q dialect.Queryer, t dialect.Tabl
 }
 
 // List returns a page of records matching a's filters.
-func (d *Dialect) List(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ListArgs) ([]dialect.RecordInfo, error) {
+func (d *sqliteDialect) List(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ListArgs) ([]dialect.RecordInfo, error) {
 	now := clock(a.Now)
 	b := scopePrefix(adminSelect(t, now), a.ScopePrefix)
 	if len(a.States) > 0 {
@@ -99,7 +99,7 @@ func (d *Dialect) List(ctx context.Context, q dialect.Queryer, t dialect.Table, 
 	return d.infos(ctx, q, b.OrderBy("scope", "idem_key").Limit(uint64(max(a.Limit, 0))))
 }
 
-func (d *Dialect) infos(ctx context.Context, q dialect.Queryer, b sq.SelectBuilder) ([]dialect.RecordInfo, error) {
+func (d *sqliteDialect) infos(ctx context.Context, q dialect.Queryer, b sq.SelectBuilder) ([]dialect.RecordInfo, error) {
 	query, args, err := b.ToSql()
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: build listing: %w", err)
@@ -139,7 +139,7 @@ func (d *Dialect) infos(ctx context.Context, q dialect.Queryer, b sq.SelectBuild
 
 // Delete deletes one record; unless forced, not a live pending one. It
 // raises the token floor to the record's token.
-func (d *Dialect) Delete(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.DeleteArgs) (int64, error) {
+func (d *sqliteDialect) Delete(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.DeleteArgs) (int64, error) {
 	b := adminSQL.Delete(`"` + t.Name() + `"`).Where(sq.Eq{"scope": a.Scope, "idem_key": a.Key})
 	if !a.Force {
 		b = b.Where(sq.Or{sq.NotEq{"status": nil}, sq.Expr("expires_at <= "+nowParam, clock(a.Now))})
@@ -156,7 +156,7 @@ func (d *Dialect) Delete(ctx context.Context, q dialect.Queryer, t dialect.Table
 }
 
 // Count counts records by state and expiry.
-func (d *Dialect) Count(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.CountArgs) ([]dialect.StateCount, error) {
+func (d *sqliteDialect) Count(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.CountArgs) ([]dialect.StateCount, error) {
 	b := adminSQL.Select("CASE WHEN status IS NULL THEN 1 ELSE 0 END AS pending").
 		Column(sq.Expr("CASE WHEN expires_at <= "+nowParam+" THEN 1 ELSE 0 END AS expired", clock(a.Now))).
 		Column("COUNT(*)").

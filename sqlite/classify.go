@@ -10,7 +10,7 @@ import (
 )
 
 // Classify maps SQLite's extended result codes to the dialect meanings.
-func (*Dialect) Classify(err error) error {
+func (*sqliteDialect) Classify(err error) error {
 	if err == nil || dialect.IsClassified(err) {
 		return err
 	}

@@ -8,34 +8,36 @@ import (
 	"github.com/idemkit/idem/dialect"
 )
 
-// Dialect is SQLite's statements and error mapping. It caches the statement
+// sqliteDialect is SQLite's statements and error mapping. It caches the statement
 // text per table, so no request rebuilds it.
-type Dialect struct {
+type sqliteDialect struct {
 	stmts *dialect.Statements[statements]
 }
 
-var _ dialect.Dialect = (*Dialect)(nil)
+var _ dialect.Dialect = (*sqliteDialect)(nil)
 
 // NewDialect returns the SQLite dialect, for drivers other than Driver (a
 // different database/sql wrapper around modernc.org/sqlite).
-func NewDialect() *Dialect { return &Dialect{stmts: dialect.NewStatements(newStatements)} }
+func NewDialect() dialect.Dialect { return newDialect() }
+
+func newDialect() *sqliteDialect { return &sqliteDialect{stmts: dialect.NewStatements(newStatements)} }
 
 // Name returns "sqlite".
-func (*Dialect) Name() string { return "sqlite" }
+func (*sqliteDialect) Name() string { return "sqlite" }
 
 // Capabilities reports that writers wait on the whole database.
-func (*Dialect) Capabilities() dialect.Capabilities {
+func (*sqliteDialect) Capabilities() dialect.Capabilities {
 	return dialect.Capabilities{DatabaseWriteLock: true}
 }
 
 // Schema returns the versioned DDL (migrations/*.sql).
-func (d *Dialect) Schema(t dialect.Table) dialect.Schema { return d.stmts.For(t).schema }
+func (d *sqliteDialect) Schema(t dialect.Table) dialect.Schema { return d.stmts.For(t).schema }
 
 // Claim inserts the pending record, or takes over an expired one, in one
 // upsert whose RETURNING yields a row only when this statement wrote it.
 // The transaction already holds SQLite's write lock (BEGIN IMMEDIATE), so a
 // loser reads the latest committed record with a plain SELECT.
-func (d *Dialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ClaimArgs) (dialect.ClaimResult, error) {
+func (d *sqliteDialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ClaimArgs) (dialect.ClaimResult, error) {
 	s := d.stmts.For(t)
 	now := clock(a.Now)
 	rows, err := dialect.QueryPrepared(ctx, q, s.claim, a.Scope, a.Key, a.Fingerprint, now, a.Retention.Microseconds())
@@ -62,7 +64,7 @@ func (d *Dialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table,
 }
 
 // Complete stores the response on the pending record.
-func (d *Dialect) Complete(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.CompleteArgs) error {
+func (d *sqliteDialect) Complete(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.CompleteArgs) error {
 	n, err := dialect.ExecPrepared(ctx, q, d.stmts.For(t).complete,
 		a.Status, a.Header, a.Body, a.Scope, a.Key, a.Fingerprint, clock(a.Now), a.Retention.Microseconds())
 	if err != nil {
@@ -75,11 +77,11 @@ func (d *Dialect) Complete(ctx context.Context, q dialect.Queryer, t dialect.Tab
 }
 
 // Lookup reads the live record.
-func (d *Dialect) Lookup(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LookupArgs) (dialect.Record, bool, error) {
+func (d *sqliteDialect) Lookup(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LookupArgs) (dialect.Record, bool, error) {
 	return d.lookup(ctx, q, d.stmts.For(t), a.Scope, a.Key, clock(a.Now))
 }
 
-func (d *Dialect) lookup(ctx context.Context, q dialect.Queryer, s *statements, scope, key string, now any) (dialect.Record, bool, error) {
+func (d *sqliteDialect) lookup(ctx context.Context, q dialect.Queryer, s *statements, scope, key string, now any) (dialect.Record, bool, error) {
 	rows, err := dialect.QueryPrepared(ctx, q, s.lookup, scope, key, now)
 	if err != nil {
 		return dialect.Record{}, false, err
@@ -125,7 +127,7 @@ func scanRecord(rows dialect.Rows) (dialect.Record, error) {
 // to the largest token among them. SQLite has no row locks to skip: the
 // core's transaction took the write lock at BEGIN like any writer, and
 // keeps it only for this one bounded DELETE.
-func (d *Dialect) Purge(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.PurgeArgs) (int64, error) {
+func (d *sqliteDialect) Purge(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.PurgeArgs) (int64, error) {
 	rows, err := dialect.QueryPrepared(ctx, q, d.stmts.For(t).purge, clock(a.Now), a.Limit)
 	if err != nil {
 		return 0, err

@@ -12,11 +12,11 @@ import (
 // never wait on each other's rows, and the token floor read inside a
 // statement cannot be overtaken by a delete.
 
-var _ dialect.Leaser = (*Dialect)(nil)
+var _ dialect.Leaser = (*sqliteDialect)(nil)
 
 // InsertLease inserts a pending record holding a lease, unless the key has
 // a record.
-func (d *Dialect) InsertLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LeaseArgs) (bool, error) {
+func (d *sqliteDialect) InsertLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LeaseArgs) (bool, error) {
 	rows, err := dialect.QueryPrepared(ctx, q, d.stmts.For(t).lease.insert, leaseArgs(a)...)
 	if err != nil {
 		return false, err
@@ -26,13 +26,13 @@ func (d *Dialect) InsertLease(ctx context.Context, q dialect.Queryer, t dialect.
 }
 
 // TakeExpired takes over a record whose retention has passed.
-func (d *Dialect) TakeExpired(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LeaseArgs) (bool, error) {
+func (d *sqliteDialect) TakeExpired(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LeaseArgs) (bool, error) {
 	n, err := dialect.ExecPrepared(ctx, q, d.stmts.For(t).lease.takeExpired, leaseArgs(a)...)
 	return n == 1, err
 }
 
 // ResumeLease takes over a pending record whose lease expired.
-func (d *Dialect) ResumeLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LeaseArgs) (bool, error) {
+func (d *sqliteDialect) ResumeLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LeaseArgs) (bool, error) {
 	n, err := dialect.ExecPrepared(ctx, q, d.stmts.For(t).lease.resume, leaseArgs(a)...)
 	return n == 1, err
 }
@@ -48,29 +48,29 @@ func fenceArgs(a dialect.FenceArgs, more ...any) []any {
 }
 
 // ExtendLease moves the lease's end.
-func (d *Dialect) ExtendLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.FenceArgs) (time.Time, error) {
+func (d *sqliteDialect) ExtendLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.FenceArgs) (time.Time, error) {
 	return fencedUntil(ctx, q, d.stmts.For(t).lease.extend, fenceArgs(a, a.Lease.Microseconds()))
 }
 
 // RecordStep stores a recovery point and extends the lease.
-func (d *Dialect) RecordStep(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.StepArgs) (time.Time, error) {
+func (d *sqliteDialect) RecordStep(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.StepArgs) (time.Time, error) {
 	return fencedUntil(ctx, q, d.stmts.For(t).lease.step, fenceArgs(a.FenceArgs, a.Lease.Microseconds(), a.Step, a.Data))
 }
 
 // CompleteLease stores the response and ends the lease.
-func (d *Dialect) CompleteLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.CompleteLeaseArgs) error {
+func (d *sqliteDialect) CompleteLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.CompleteLeaseArgs) error {
 	return fenced(dialect.ExecPrepared(ctx, q, d.stmts.For(t).lease.complete,
 		fenceArgs(a.FenceArgs, a.Status, a.Header, a.Body, a.Retention.Microseconds())...))
 }
 
 // ReleaseLease ends the lease now, keeping the work's state.
-func (d *Dialect) ReleaseLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.FenceArgs) error {
+func (d *sqliteDialect) ReleaseLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.FenceArgs) error {
 	return fenced(dialect.ExecPrepared(ctx, q, d.stmts.For(t).lease.release, fenceArgs(a)...))
 }
 
 // ExpiredLeases lists pending records whose lease expired within their
 // retention.
-func (d *Dialect) ExpiredLeases(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ExpiredLeasesArgs) ([]dialect.Record, error) {
+func (d *sqliteDialect) ExpiredLeases(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ExpiredLeasesArgs) ([]dialect.Record, error) {
 	rows, err := dialect.QueryPrepared(ctx, q, d.stmts.For(t).lease.expired, clock(a.Now), a.Limit)
 	if err != nil {
 		return nil, err
@@ -119,7 +119,7 @@ func fenced(n int64, err error) error {
 // raiseFloor raises the table's token floor to the largest token of the
 // rows a DELETE ... RETURNING token returned, and reports how many there
 // were.
-func (d *Dialect) raiseFloor(ctx context.Context, q dialect.Queryer, t dialect.Table, rows dialect.Rows) (int64, error) {
+func (d *sqliteDialect) raiseFloor(ctx context.Context, q dialect.Queryer, t dialect.Table, rows dialect.Rows) (int64, error) {
 	var n, highest int64
 	for rows.Next() {
 		var token int64

@@ -10,20 +10,20 @@ import (
 // (dialect.Scripter). The migration's name is an identifier-like file name
 // part, safe inside a string literal.
 
-var _ dialect.Scripter = (*Dialect)(nil)
+var _ dialect.Scripter = (*sqliteDialect)(nil)
 
 // RecordVersionSQL records m in the version table unless it is there.
-func (*Dialect) RecordVersionSQL(t dialect.Table, m dialect.Migration) string {
+func (*sqliteDialect) RecordVersionSQL(t dialect.Table, m dialect.Migration) string {
 	return `INSERT OR IGNORE INTO "` + t.Index("schema") + `" (version, name, applied_at) VALUES (` +
 		strconv.Itoa(m.Version) + `, '` + m.Name + `', ` + dbNow + `)`
 }
 
 // ForgetVersionSQL removes the record of m.
-func (*Dialect) ForgetVersionSQL(t dialect.Table, m dialect.Migration) string {
+func (*sqliteDialect) ForgetVersionSQL(t dialect.Table, m dialect.Migration) string {
 	return `DELETE FROM "` + t.Index("schema") + `" WHERE version = ` + strconv.Itoa(m.Version)
 }
 
 // DropVersionTableSQL drops the version table.
-func (*Dialect) DropVersionTableSQL(t dialect.Table) string {
+func (*sqliteDialect) DropVersionTableSQL(t dialect.Table) string {
 	return `DROP TABLE IF EXISTS "` + t.Index("schema") + `"`
 }

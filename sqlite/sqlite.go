@@ -50,7 +50,7 @@ type Options struct{}
 // Its transactions are *sql.Tx.
 type Driver struct {
 	db      *sql.DB
-	dialect *Dialect
+	dialect *sqliteDialect
 	pool    poolPreparer
 	stmts   *stmtCache
 	// busy is the pool's busy_timeout in milliseconds, read once by New:
@@ -86,10 +86,10 @@ func New(ctx context.Context, db *sql.DB, _ Options) (*Driver, error) {
 		return nil, fmt.Errorf("sqlite: read busy_timeout: %w", err)
 	}
 	stmts := newStmtCache(db)
-	return &Driver{db: db, dialect: NewDialect(), pool: poolPreparer{Queryer: pool, cache: stmts}, stmts: stmts, busy: busy}, nil
+	return &Driver{db: db, dialect: newDialect(), pool: poolPreparer{Queryer: pool, cache: stmts}, stmts: stmts, busy: busy}, nil
 }
 
-// Dialect returns the SQLite dialect.
+// sqliteDialect returns the SQLite dialect.
 func (d *Driver) Dialect() dialect.Dialect { return d.dialect }
 
 // Pool returns the database for statements outside a caller's transaction.

@@ -18,7 +18,7 @@ import (
 var dialects = map[string]func() dialect.Dialect{
 	"sqlite":   func() dialect.Dialect { return sqlite.NewDialect() },
 	"postgres": func() dialect.Dialect { return postgres.NewDialect() },
-	"mysql":    func() dialect.Dialect { return mysql.NewDialect(0) },
+	"mysql":    func() dialect.Dialect { return mysql.NewDialect() },
 }
 
 var filesCommand = command{

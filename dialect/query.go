@@ -1,0 +1,206 @@
+package dialect
+
+import (
+	"database/sql"
+	"fmt"
+	"io/fs"
+	"path"
+	"strconv"
+	"strings"
+	"text/template"
+)
+
+// A backend's statement catalog: SQL files with named parameters, rendered
+// per table and compiled to the backend's positional form once.
+//
+// A catalog is a directory of *.sql files. Each file whose name does not
+// start with "_" is one statement, named by the file's base name
+// (queries/claim.sql is "claim"). Files starting with "_" only define
+// shared parts ({{define "columns"}}...{{end}}), which statements use with
+// {{template "columns" .}}. Every file is a text/template over the Table,
+// as the migrations are: {{.Name}} is the table's name, {{.Index "x"}} the
+// name of its object x. A parameter is written @name (letters, digits and
+// underscores); a name may occur several times. Everything else keeps its
+// meaning: "@@name" passes unchanged (MySQL's system variables), as does an
+// "@" not followed by a name byte (PostgreSQL's @> and <@, MySQL's quoted
+// user variables such as @`saved`), and text inside quotes or comments.
+
+// Placeholder is how a backend writes a positional parameter.
+type Placeholder int
+
+const (
+	// Dollar is PostgreSQL's $1, $2, ...: a name used twice keeps one
+	// number.
+	Dollar Placeholder = iota
+	// Question is MySQL's and SQLite's ?: each occurrence is a parameter of
+	// its own, and its value is repeated.
+	Question
+)
+
+// Query is a statement compiled from named parameters to positional ones.
+type Query struct {
+	// Name is the statement's name in its catalog.
+	Name string
+	// SQL is the statement's text with positional placeholders.
+	SQL string
+	// params is the name behind each positional parameter, in order.
+	params []string
+	// names is each distinct name once, in order of first use.
+	names []string
+}
+
+// Params returns the distinct parameter names of q, in order of first use.
+func (q Query) Params() []string { return append([]string(nil), q.names...) }
+
+// Args puts named values in the order q's placeholders need them. Every
+// name q uses must have exactly one value and every value must be used:
+// a missing, repeated or unknown name is an error wrapping ErrInvalidConfig,
+// which names the statement (a bug in the backend, not in its input).
+func (q Query) Args(named ...sql.NamedArg) ([]any, error) {
+	if len(named) != len(q.names) {
+		return nil, q.argsError(named)
+	}
+	args := make([]any, len(q.params))
+	for i, p := range q.params {
+		found := false
+		for _, n := range named {
+			if n.Name == p {
+				args[i] = n.Value
+				found = true
+				break
+			}
+		}
+		if !found {
+			return nil, q.argsError(named)
+		}
+	}
+	// Same count and every name q uses found among them: the names given
+	// are exactly q's.
+	return args, nil
+}
+
+func (q Query) argsError(named []sql.NamedArg) error {
+	given := make([]string, len(named))
+	for i, n := range named {
+		given[i] = n.Name
+	}
+	return fmt.Errorf("%w: statement %q takes @%s, given @%s", ErrInvalidConfig, q.Name,
+		strings.Join(q.names, ", @"), strings.Join(given, ", @"))
+}
+
+// Compile rewrites text's @name parameters to p's placeholders.
+func Compile(name, text string, p Placeholder) (Query, error) {
+	q := Query{Name: name}
+	var b strings.Builder
+	number := map[string]int{}
+	for i := 0; i < len(text); {
+		c := text[i]
+		switch {
+		case c == '\'' || c == '"' || c == '`':
+			end := strings.IndexByte(text[i+1:], c)
+			if end < 0 {
+				return Query{}, fmt.Errorf("%w: statement %q: unterminated %c", ErrInvalidConfig, name, c)
+			}
+			b.WriteString(text[i : i+end+2])
+			i += end + 2
+		case c == '-' && strings.HasPrefix(text[i:], "--"):
+			end := strings.IndexByte(text[i:], '\n')
+			if end < 0 {
+				end = len(text) - i
+			}
+			b.WriteString(text[i : i+end])
+			i += end
+		case c == '/' && strings.HasPrefix(text[i:], "/*"):
+			end := strings.Index(text[i+2:], "*/")
+			if end < 0 {
+				return Query{}, fmt.Errorf("%w: statement %q: unterminated comment", ErrInvalidConfig, name)
+			}
+			b.WriteString(text[i : i+end+4])
+			i += end + 4
+		case c == '@' && strings.HasPrefix(text[i:], "@@"):
+			j := i + 2
+			for j < len(text) && isParamByte(text[j]) {
+				j++
+			}
+			b.WriteString(text[i:j])
+			i = j
+		case c == '@' && i+1 < len(text) && isParamByte(text[i+1]):
+			j := i + 1
+			for j < len(text) && isParamByte(text[j]) {
+				j++
+			}
+			param := text[i+1 : j]
+			if _, seen := number[param]; !seen {
+				q.names = append(q.names, param)
+				number[param] = len(q.names)
+				if p == Dollar {
+					q.params = append(q.params, param)
+				}
+			}
+			if p == Dollar {
+				b.WriteString("$" + strconv.Itoa(number[param]))
+			} else {
+				b.WriteByte('?')
+				q.params = append(q.params, param)
+			}
+			i = j
+		default:
+			b.WriteByte(c)
+			i++
+		}
+	}
+	q.SQL = b.String()
+	return q, nil
+}
+
+func isParamByte(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// LoadQueries renders the catalog in dir of fsys for t and compiles every
+// statement to p's placeholders. funcs, which may be nil, are template
+// functions a backend adds for the parts that vary.
+func LoadQueries(fsys fs.FS, dir string, t Table, p Placeholder, funcs template.FuncMap) (map[string]Query, error) {
+	files, err := fs.Glob(fsys, path.Join(dir, "*.sql"))
+	if err != nil || len(files) == 0 {
+		return nil, fmt.Errorf("%w: no statements in %s: %v", ErrInvalidConfig, dir, err)
+	}
+	set := template.New(dir).Option("missingkey=error").Funcs(funcs)
+	for _, f := range files {
+		text, err := fs.ReadFile(fsys, f)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", f, err)
+		}
+		if _, err := set.New(path.Base(f)).Parse(string(text)); err != nil {
+			return nil, fmt.Errorf("parse %s: %w", f, err)
+		}
+	}
+	queries := map[string]Query{}
+	for _, f := range files {
+		base := path.Base(f)
+		if strings.HasPrefix(base, "_") {
+			continue
+		}
+		var b strings.Builder
+		if err := set.ExecuteTemplate(&b, base, t); err != nil {
+			return nil, fmt.Errorf("render %s for table %s: %w", f, t.Name(), err)
+		}
+		name := strings.TrimSuffix(base, ".sql")
+		q, err := Compile(name, strings.TrimSpace(b.String()), p)
+		if err != nil {
+			return nil, err
+		}
+		queries[name] = q
+	}
+	return queries, nil
+}
+
+// MustLoadQueries is LoadQueries for a catalog embedded in the backend,
+// where an error is a bug in its files: it panics.
+func MustLoadQueries(fsys fs.FS, dir string, t Table, p Placeholder, funcs template.FuncMap) map[string]Query {
+	q, err := LoadQueries(fsys, dir, t, p, funcs)
+	if err != nil {
+		panic(err)
+	}
+	return q
+}

@@ -1,0 +1,87 @@
+package dialect_test
+
+import (
+	"database/sql"
+	"errors"
+	"reflect"
+	"testing"
+	"testing/fstest"
+
+	"github.com/idemkit/idem/dialect"
+)
+
+func TestCompile(t *testing.T) {
+	for _, c := range []struct {
+		name, text string
+		p          dialect.Placeholder
+		want       string
+		params     []string
+	}{
+		{"dollar reuses a number", "SELECT @a, @b, @a", dialect.Dollar, "SELECT $1, $2, $1", []string{"a", "b"}},
+		{"question repeats", "SELECT @a, @b, @a", dialect.Question, "SELECT ?, ?, ?", []string{"a", "b"}},
+		{"casts", "SELECT @now::timestamptz", dialect.Dollar, "SELECT $1::timestamptz", []string{"now"}},
+		{"system variable", "SET x = @@SESSION.innodb_lock_wait_timeout, y = @v", dialect.Question, "SET x = @@SESSION.innodb_lock_wait_timeout, y = ?", []string{"v"}},
+		{"quoted user variable", "SET @`saved` = @v", dialect.Question, "SET @`saved` = ?", []string{"v"}},
+		{"operators", "SELECT a @> b, c <@ @d", dialect.Dollar, "SELECT a @> b, c <@ $1", []string{"d"}},
+		{"strings and comments", "SELECT '@a', \"@b\" -- @c\n/* @d */ FROM t WHERE x = @e", dialect.Question,
+			"SELECT '@a', \"@b\" -- @c\n/* @d */ FROM t WHERE x = ?", []string{"e"}},
+		{"no parameters", "SELECT 1", dialect.Dollar, "SELECT 1", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			q, err := dialect.Compile(c.name, c.text, c.p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if q.SQL != c.want || !reflect.DeepEqual(q.Params(), c.params) {
+				t.Fatalf("Compile = %q %v, want %q %v", q.SQL, q.Params(), c.want, c.params)
+			}
+		})
+	}
+	for _, bad := range []string{"SELECT 'open", "SELECT /* open"} {
+		if _, err := dialect.Compile("bad", bad, dialect.Dollar); !errors.Is(err, dialect.ErrInvalidConfig) {
+			t.Errorf("Compile(%q) = %v, want ErrInvalidConfig", bad, err)
+		}
+	}
+}
+
+func TestQueryArgs(t *testing.T) {
+	q, err := dialect.Compile("q", "SELECT @a, @b, @a", dialect.Question)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args, err := q.Args(sql.Named("b", 2), sql.Named("a", 1))
+	if err != nil || !reflect.DeepEqual(args, []any{1, 2, 1}) {
+		t.Fatalf("Args = %v, %v; want [1 2 1]", args, err)
+	}
+	for name, named := range map[string][]sql.NamedArg{
+		"missing":  {sql.Named("a", 1)},
+		"unknown":  {sql.Named("a", 1), sql.Named("c", 3)},
+		"extra":    {sql.Named("a", 1), sql.Named("b", 2), sql.Named("c", 3)},
+		"repeated": {sql.Named("a", 1), sql.Named("a", 2)},
+	} {
+		if _, err := q.Args(named...); !errors.Is(err, dialect.ErrInvalidConfig) {
+			t.Errorf("%s: Args = %v, want ErrInvalidConfig", name, err)
+		}
+	}
+}
+
+func TestLoadQueries(t *testing.T) {
+	fsys := fstest.MapFS{
+		"q/_parts.sql": {Data: []byte(`{{define "cols"}}scope, idem_key{{end}}`)},
+		"q/read.sql":   {Data: []byte("SELECT {{template \"cols\" .}} FROM \"{{.Name}}\"\nWHERE scope = @scope AND idem_key = @key\n")},
+	}
+	tbl, err := dialect.NewTable("keys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs, err := dialect.LoadQueries(fsys, "q", tbl, dialect.Dollar, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(qs) != 1 || qs["read"].SQL != "SELECT scope, idem_key FROM \"keys\"\nWHERE scope = $1 AND idem_key = $2" {
+		t.Fatalf("LoadQueries = %#v", qs)
+	}
+	if _, err := dialect.LoadQueries(fsys, "none", tbl, dialect.Dollar, nil); !errors.Is(err, dialect.ErrInvalidConfig) {
+		t.Fatalf("an empty catalog: %v, want ErrInvalidConfig", err)
+	}
+}
