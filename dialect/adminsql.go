@@ -172,18 +172,32 @@ func (v adminTime) utc() time.Time {
 	return time.Time{}
 }
 
-func (s AdminSQL) infos(ctx context.Context, q Queryer, b sq.SelectBuilder) ([]RecordInfo, error) {
+// collect builds b, runs it on q and reads each row with scan; what
+// names the statement in a build error.
+func collect[T any](ctx context.Context, s AdminSQL, q Queryer, b sq.Sqlizer, what string, scan func(Rows) (T, error)) ([]T, error) {
 	stmt, args, err := b.ToSql()
 	if err != nil {
-		return nil, fmt.Errorf("%s: build listing: %w", s.Name, err)
+		return nil, fmt.Errorf("%s: build %s: %w", s.Name, what, err)
 	}
 	rows, err := q.Query(ctx, stmt, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []RecordInfo
+	var out []T
 	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, CloseRows(rows)
+}
+
+// infos runs the query b of selectInfos and reads its records.
+func (s AdminSQL) infos(ctx context.Context, q Queryer, b sq.SelectBuilder) ([]RecordInfo, error) {
+	return collect(ctx, s, q, b, "listing", func(rows Rows) (RecordInfo, error) {
 		var (
 			r                            RecordInfo
 			status                       *int64
@@ -192,7 +206,7 @@ func (s AdminSQL) infos(ctx context.Context, q Queryer, b sq.SelectBuilder) ([]R
 		)
 		if err := rows.Scan(&r.Scope, &r.Key, &r.Fingerprint, &status, &r.HeaderBytes, &r.BodyBytes,
 			s.dest(&created), s.dest(&expires), &r.Token, s.dest(&lease), &step, s.dest(&now)); err != nil {
-			return nil, err
+			return r, err
 		}
 		if step != nil {
 			r.Step = *step
@@ -202,9 +216,8 @@ func (s AdminSQL) infos(ctx context.Context, q Queryer, b sq.SelectBuilder) ([]R
 			r.State, r.Status = Completed, int(*status)
 		}
 		r.CreatedAt, r.ExpiresAt, r.LeaseUntil, r.Now = created.utc(), expires.utc(), lease.utc(), now.utc()
-		out = append(out, r)
-	}
-	return out, CloseRows(rows)
+		return r, nil
+	})
 }
 
 // DeleteSQL is the statement that deletes the record of a.Scope and a.Key
@@ -250,26 +263,15 @@ func (s AdminSQL) Count(ctx context.Context, q Queryer, t Table, a CountArgs) ([
 		Column("COUNT(*)").
 		From(s.Quote(t.Name())).
 		GroupBy("pending", "expired"), a.ScopePrefix)
-	stmt, args, err := b.ToSql()
-	if err != nil {
-		return nil, fmt.Errorf("%s: build count: %w", s.Name, err)
-	}
-	rows, err := q.Query(ctx, stmt, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []StateCount
-	for rows.Next() {
+	return collect(ctx, s, q, b, "count", func(rows Rows) (StateCount, error) {
 		var pending, expired, n int64
 		if err := rows.Scan(&pending, &expired, &n); err != nil {
-			return nil, err
+			return StateCount{}, err
 		}
 		st := Completed
 		if pending == 1 {
 			st = Pending
 		}
-		out = append(out, StateCount{State: st, Expired: expired == 1, Count: n})
-	}
-	return out, CloseRows(rows)
+		return StateCount{State: st, Expired: expired == 1, Count: n}, nil
+	})
 }
