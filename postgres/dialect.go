@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"strconv"
 	"time"
@@ -22,7 +23,9 @@ var _ dialect.Dialect = (*postgresDialect)(nil)
 // make their own.
 func NewDialect() dialect.Dialect { return newDialect() }
 
-func newDialect() *postgresDialect { return &postgresDialect{stmts: dialect.NewStatements(newStatements)} }
+func newDialect() *postgresDialect {
+	return &postgresDialect{stmts: dialect.NewStatements(newStatements)}
+}
 
 // Name returns "postgres".
 func (*postgresDialect) Name() string { return "postgres" }
@@ -49,50 +52,56 @@ func (d *postgresDialect) Schema(t dialect.Table) dialect.Schema { return d.stmt
 // raises 40001.
 func (d *postgresDialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ClaimArgs) (dialect.ClaimResult, error) {
 	s := d.stmts.For(t)
-	now := clock(a.Now)
-	timeout := lockTimeout(a.WaitBound)
+	scope, key := sql.Named("scope", a.Scope), sql.Named("key", a.Key)
+	fp, now := sql.Named("fingerprint", a.Fingerprint), sql.Named("now", clock(a.Now))
+	retention, wait := sql.Named("retention_us", a.Retention.Microseconds()), sql.Named("wait", lockTimeout(a.WaitBound))
 	var (
 		won, found, expired bool
 		rec                 dialect.Record
 	)
-	err := dialect.Pipeline(ctx, q, dialect.Statement{
-		SQL:  s.claim,
-		Args: []any{a.Scope, a.Key, a.Fingerprint, now, a.Retention.Microseconds(), timeout},
-		Rows: func(r dialect.Rows) error { won = r.Next(); return nil },
-	})
+	claim, err := bind(s.claim, scope, key, fp, now, retention, wait)
 	if err != nil {
+		return dialect.ClaimResult{}, err
+	}
+	claim.Rows = func(r dialect.Rows) error { won = r.Next(); return nil }
+	if err := dialect.Pipeline(ctx, q, claim); err != nil {
 		return dialect.ClaimResult{}, err
 	}
 	if won {
 		return dialect.ClaimResult{Won: true}, nil
 	}
-	err = dialect.Run(ctx, q, dialect.Statement{
-		SQL:  s.peek,
-		Args: []any{a.Scope, a.Key, now},
-		Rows: func(r dialect.Rows) (err error) { rec, expired, found, err = scanRecord(r); return err },
-	})
+	peek, err := bind(s.peek, scope, key, now)
 	if err != nil {
+		return dialect.ClaimResult{}, err
+	}
+	peek.Rows = func(r dialect.Rows) (err error) { rec, expired, found, err = scanRecord(r); return err }
+	if err := dialect.Run(ctx, q, peek); err != nil {
 		return dialect.ClaimResult{}, err
 	}
 	if found && expired {
 		// Take the expired record over. Two claimers may try: the second
 		// waits for the first's row lock (bounded like the claim), then
 		// finds the record live and loses.
-		err = dialect.Pipeline(ctx, q,
-			dialect.Statement{SQL: setLockTimeout, Args: []any{timeout}},
-			dialect.Statement{
-				SQL:  s.takeover,
-				Args: []any{a.Scope, a.Key, a.Fingerprint, now, a.Retention.Microseconds()},
-				Rows: func(r dialect.Rows) error { won = r.Next(); return nil },
-			},
-			dialect.Statement{SQL: restoreLockTimeout})
+		set, err := bind(s.lockWaitSet, wait)
 		if err != nil {
+			return dialect.ClaimResult{}, err
+		}
+		takeover, err := bind(s.takeover, scope, key, fp, now, retention)
+		if err != nil {
+			return dialect.ClaimResult{}, err
+		}
+		takeover.Rows = func(r dialect.Rows) error { won = r.Next(); return nil }
+		restore, err := bind(s.lockWaitRestore)
+		if err != nil {
+			return dialect.ClaimResult{}, err
+		}
+		if err := dialect.Pipeline(ctx, q, set, takeover, restore); err != nil {
 			return dialect.ClaimResult{}, err
 		}
 		if won {
 			return dialect.ClaimResult{Won: true}, nil
 		}
-		if rec, expired, found, err = d.read(ctx, q, s, a.Scope, a.Key, now); err != nil {
+		if rec, expired, found, err = d.read(ctx, q, s, a.Scope, a.Key, a.Now); err != nil {
 			return dialect.ClaimResult{}, err
 		}
 	}
@@ -116,11 +125,23 @@ func lockTimeout(d time.Duration) string {
 // there is nothing to complete.
 func (d *postgresDialect) Complete(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.CompleteArgs) error {
 	s := d.stmts.For(t)
-	args := []any{a.Status, a.Header, a.Body, a.Scope, a.Key, a.Fingerprint, clock(a.Now), a.Retention.Microseconds()}
-	if dialect.DeferToCommit(q, dialect.Statement{SQL: s.completeGuarded, Args: args}) {
+	named := []sql.NamedArg{
+		sql.Named("status", a.Status), sql.Named("header", a.Header), sql.Named("body", a.Body),
+		sql.Named("scope", a.Scope), sql.Named("key", a.Key), sql.Named("fingerprint", a.Fingerprint),
+		sql.Named("now", clock(a.Now)), sql.Named("retention_us", a.Retention.Microseconds()),
+	}
+	guarded, err := bind(s.completeGuarded, named...)
+	if err != nil {
+		return err
+	}
+	if dialect.DeferToCommit(q, guarded) {
 		return nil
 	}
-	n, err := q.Exec(ctx, s.complete, args...)
+	complete, err := bind(s.complete, named...)
+	if err != nil {
+		return err
+	}
+	n, err := q.Exec(ctx, complete.SQL, complete.Args...)
 	if err != nil {
 		return err
 	}
@@ -132,7 +153,7 @@ func (d *postgresDialect) Complete(ctx context.Context, q dialect.Queryer, t dia
 
 // Lookup reads the live record.
 func (d *postgresDialect) Lookup(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LookupArgs) (dialect.Record, bool, error) {
-	rec, expired, found, err := d.read(ctx, q, d.stmts.For(t), a.Scope, a.Key, clock(a.Now))
+	rec, expired, found, err := d.read(ctx, q, d.stmts.For(t), a.Scope, a.Key, a.Now)
 	if err != nil || !found || expired {
 		return dialect.Record{}, false, err
 	}
@@ -140,12 +161,13 @@ func (d *postgresDialect) Lookup(ctx context.Context, q dialect.Queryer, t diale
 }
 
 // read reads the record of a key and whether it has expired.
-func (d *postgresDialect) read(ctx context.Context, q dialect.Queryer, s *statements, scope, key string, now any) (rec dialect.Record, expired, found bool, err error) {
-	err = dialect.Run(ctx, q, dialect.Statement{
-		SQL:  s.read,
-		Args: []any{scope, key, now},
-		Rows: func(r dialect.Rows) (err error) { rec, expired, found, err = scanRecord(r); return err },
-	})
+func (d *postgresDialect) read(ctx context.Context, q dialect.Queryer, s *statements, scope, key string, now time.Time) (rec dialect.Record, expired, found bool, err error) {
+	read, err := bind(s.read, sql.Named("scope", scope), sql.Named("key", key), sql.Named("now", clock(now)))
+	if err != nil {
+		return rec, false, false, err
+	}
+	read.Rows = func(r dialect.Rows) (err error) { rec, expired, found, err = scanRecord(r); return err }
+	err = dialect.Run(ctx, q, read)
 	return rec, expired, found, err
 }
 
@@ -158,7 +180,8 @@ func scanRecord(r dialect.Rows) (rec dialect.Record, expired, found bool, err er
 	return scanColumns(r)
 }
 
-// scanColumns reads the current row's columns (the columns function).
+// scanColumns reads the current row's columns (the part "columns" of
+// queries/_parts.sql).
 func scanColumns(r dialect.Rows) (rec dialect.Record, expired, found bool, err error) {
 	var (
 		scope, key, step        *string
@@ -193,7 +216,11 @@ func scanColumns(r dialect.Rows) (rec dialect.Record, expired, found bool, err e
 // (FOR UPDATE SKIP LOCKED), in the core's READ COMMITTED transaction, and
 // raises the token floor to the largest token among them.
 func (d *postgresDialect) Purge(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.PurgeArgs) (int64, error) {
-	return countRows(ctx, q, d.stmts.For(t).purge, clock(a.Now), a.Limit)
+	purge, err := bind(d.stmts.For(t).purge, sql.Named("now", clock(a.Now)), sql.Named("limit", a.Limit))
+	if err != nil {
+		return 0, err
+	}
+	return countRows(ctx, q, purge.SQL, purge.Args...)
 }
 
 // countRows runs a statement returning one count.

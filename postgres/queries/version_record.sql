@@ -1,0 +1,2 @@
+{{/* Records one applied migration. */}}
+INSERT INTO "{{.Index "schema"}}" (version, name) VALUES (@version, @name)
