@@ -160,7 +160,8 @@
 // floor (<name>_fence), which its Purge and Admin.Delete raise. The suite's
 // Lease* cases check it; LeaseFencingAcrossLifetimes and
 // LeaseClaimsOnLiveLease are the ones a first attempt usually fails.
-// Without Leaser, Store.Lease fails with ErrInvalidConfig.
+// Without Leaser, Store.Lease fails with an error wrapping
+// errors.ErrUnsupported.
 //
 // # Optional abilities
 //
