@@ -30,40 +30,56 @@
 //
 // # A backend on database/sql
 //
-// NewSQLQueryer adapts a *sql.DB (the pool) or *sql.Tx (Wrap); NewSQLTx
-// makes the Tx Begin returns. Its Commit already tells a COMMIT that was
-// never sent (the transaction's context had ended: database/sql rolls back)
-// from one that was; give it a commitError that wraps ErrCommitUnknown when
-// a sent COMMIT failed without the server's answer:
+// CheckSQLDB and CheckIsolation make the constructor's checks (the handle's
+// driver, the levels the database has); NewSQLQueryer adapts a *sql.DB (the
+// pool) or *sql.Tx (Wrap); BeginSQL begins the Tx Begin returns, on a
+// connection of its own when the backend needs one (SQLBegin.OwnConn, with
+// a Setup for a session setting the transaction changes). Its Commit
+// already tells a COMMIT that was never sent (the transaction's context had
+// ended: database/sql rolls back) from one that was; give it a CommitError
+// that wraps ErrCommitUnknown when a sent COMMIT failed without the
+// server's answer. Every backend's Driver offers the same accessors: DB (the
+// handle New got), Dialect, Pool, Wrap and Begin.
 //
 //	type Driver struct {
 //		db      *sql.DB
+//		level   sql.IsolationLevel
 //		pool    dialect.Queryer
 //		dialect *Dialect
 //	}
 //
-//	func New(ctx context.Context, db *sql.DB, _ Options) (*Driver, error) {
-//		if db == nil {
-//			return nil, fmt.Errorf("mydb: %w: nil *sql.DB", dialect.ErrInvalidConfig)
+//	var levels = []sql.IsolationLevel{sql.LevelReadCommitted, sql.LevelSerializable}
+//
+//	func New(ctx context.Context, db *sql.DB, opts Options) (*Driver, error) {
+//		if err := dialect.CheckSQLDB[*mydriver.Driver]("mydb", db, "example.com/mydriver"); err != nil {
+//			return nil, err
+//		}
+//		if err := dialect.CheckIsolation("mydb", opts.Isolation, levels...); err != nil {
+//			return nil, err
 //		}
 //		pool, err := dialect.NewSQLQueryer(db)
 //		if err != nil {
 //			return nil, err
 //		}
-//		return &Driver{db: db, pool: pool, dialect: NewDialect()}, nil
+//		return &Driver{db: db, level: opts.Isolation, pool: pool, dialect: NewDialect()}, nil
 //	}
 //
+//	func (d *Driver) DB() *sql.DB              { return d.db }
 //	func (d *Driver) Dialect() dialect.Dialect { return d.dialect }
 //	func (d *Driver) Pool() dialect.Queryer    { return d.pool }
 //
 //	func (d *Driver) Wrap(tx *sql.Tx) (dialect.Queryer, error) { return dialect.NewSQLQueryer(tx) }
 //
 //	func (d *Driver) Begin(ctx context.Context, o dialect.BeginOptions) (dialect.Tx[*sql.Tx], error) {
-//		tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: o.Isolation})
+//		level := o.IsolationOr(d.level)
+//		if err := dialect.CheckIsolation("mydb", level, levels...); err != nil {
+//			return nil, err
+//		}
+//		tx, err := dialect.BeginSQL(ctx, d.db, dialect.SQLBegin{Options: &sql.TxOptions{Isolation: level}, CommitError: commitError})
 //		if err != nil {
 //			return nil, err
 //		}
-//		return dialect.NewSQLTx(ctx, tx, commitError, nil), nil
+//		return tx, nil
 //	}
 //
 //	// commitError: a server's error is a known failure; a lost connection

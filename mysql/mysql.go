@@ -123,11 +123,7 @@ type Driver struct {
 
 // checkIsolation refuses a level InnoDB does not have.
 func checkIsolation(l sql.IsolationLevel) error {
-	switch l {
-	case sql.LevelDefault, sql.LevelReadCommitted, sql.LevelRepeatableRead, sql.LevelSerializable:
-		return nil
-	}
-	return fmt.Errorf("mysql: %w: isolation level %v is not supported", dialect.ErrInvalidConfig, l)
+	return dialect.CheckIsolation("mysql", l, sql.LevelReadCommitted, sql.LevelRepeatableRead, sql.LevelSerializable)
 }
 
 var _ dialect.Driver[*sql.Tx] = (*Driver)(nil)
@@ -150,11 +146,8 @@ type server struct {
 // max_allowed_packet (bodies that cannot fit are refused) and a strict
 // sql_mode.
 func New(ctx context.Context, db *sql.DB, opts Options) (*Driver, error) {
-	if db == nil {
-		return nil, fmt.Errorf("mysql: %w: nil *sql.DB", dialect.ErrInvalidConfig)
-	}
-	if _, ok := db.Driver().(*mysqldriver.MySQLDriver); !ok {
-		return nil, fmt.Errorf("mysql: %w: *sql.DB uses driver %T, not github.com/go-sql-driver/mysql", dialect.ErrInvalidConfig, db.Driver())
+	if err := dialect.CheckSQLDB[*mysqldriver.MySQLDriver]("mysql", db, "github.com/go-sql-driver/mysql"); err != nil {
+		return nil, err
 	}
 	if err := checkIsolation(opts.Isolation); err != nil {
 		return nil, err
@@ -222,33 +215,34 @@ func versionAtLeast(v, oldest [3]int) bool {
 	return true
 }
 
-// mysqlDialect returns the MySQL dialect.
+// DB returns the *sql.DB the driver runs on, as New was given it.
+func (d *Driver) DB() *sql.DB { return d.db }
+
+// Dialect returns the MySQL dialect: the statements idem runs.
 func (d *Driver) Dialect() dialect.Dialect { return d.dialect }
 
-// Pool runs statements on the *sql.DB.
+// Pool runs idem's statements outside any caller's transaction, on the
+// *sql.DB; its lookups run prepared.
 func (d *Driver) Pool() dialect.Queryer { return d.pool }
 
-// Wrap adapts a *sql.Tx the caller began on this database.
-func (d *Driver) Wrap(tx *sql.Tx) (dialect.Queryer, error) {
-	if tx == nil {
-		return nil, fmt.Errorf("%w: nil *sql.Tx", dialect.ErrBadTx)
-	}
-	return dialect.NewSQLQueryer(tx)
-}
+// Wrap adapts a *sql.Tx the caller began on this database, for
+// Store.Claim. It returns an error wrapping ErrBadTx for a nil transaction;
+// statements on a finished one fail with ErrTxDone.
+func (d *Driver) Wrap(tx *sql.Tx) (dialect.Queryer, error) { return dialect.NewSQLQueryer(tx) }
 
 // Begin starts a transaction at the asked isolation level (the configured
-// one by default). A COMMIT lost with its connection is reported as
-// ErrCommitUnknown.
+// one by default), on any connection of the pool. A COMMIT lost with its
+// connection is reported as ErrCommitUnknown.
 func (d *Driver) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.Tx[*sql.Tx], error) {
 	level := opts.IsolationOr(d.level)
 	if err := checkIsolation(level); err != nil {
 		return nil, err
 	}
-	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: level})
+	tx, err := dialect.BeginSQL(ctx, d.db, dialect.SQLBegin{Options: &sql.TxOptions{Isolation: level}, CommitError: commitError})
 	if err != nil {
 		return nil, err
 	}
-	return dialect.NewSQLTx(ctx, tx, commitError, nil), nil
+	return tx, nil
 }
 
 // lockWaitSeconds renders the wait bound for innodb_lock_wait_timeout,

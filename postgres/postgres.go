@@ -96,11 +96,7 @@ type Options struct {
 
 // checkIsolation refuses a level PostgreSQL does not have.
 func checkIsolation(l sql.IsolationLevel) error {
-	switch l {
-	case sql.LevelDefault, sql.LevelReadCommitted, sql.LevelRepeatableRead, sql.LevelSerializable:
-		return nil
-	}
-	return fmt.Errorf("postgres: %w: isolation level %v is not supported", dialect.ErrInvalidConfig, l)
+	return dialect.CheckIsolation("postgres", l, sql.LevelReadCommitted, sql.LevelRepeatableRead, sql.LevelSerializable)
 }
 
 // minServerVersion is PostgreSQL 13, as server_version_num.
