@@ -1,7 +1,7 @@
 // Package dialect is the contract an idem backend implements, the meanings
 // its errors are mapped to, and what a backend needs to build on it: the
-// database/sql adapters, the statement cache, the migration loader and the
-// optional abilities with their fallbacks. A backend imports this package
+// database/sql parts, the statement catalogs and cache, the migration loader
+// and the optional abilities with their fallbacks. A backend imports this package
 // only, never the core (github.com/idemkit/idem), the way a database/sql
 // driver imports only database/sql/driver.
 //
@@ -144,8 +144,9 @@
 //
 // Statement text is built once per table (Statements caches it); a
 // validated Table needs no escaping beyond your database's identifier
-// quotes. Keep the SQL in one place per backend: a statements.go with the
-// statement text, and the DDL in migrations/*.sql.
+// quotes. Keep the SQL in one place per backend, readable as SQL: a catalog
+// of queries/*.sql files with named parameters (@scope, @now), loaded with
+// LoadQueries, and the DDL in migrations/*.sql.
 //
 // # The versioned schema
 //
@@ -190,6 +191,12 @@
 // transaction (a tracer, the suite's fault injector) would silently lose the
 // ability. A wrapper keeps one by implementing its interface with those
 // functions (see conformance.WrappedTx).
+//
+// A Dialect's own abilities beyond the lifecycle are optional too: Admin
+// (the operator's view: Inspect, List, Delete, Counts), Leaser (lease mode)
+// and Scripter (migration files for other tools). What needs one the
+// Dialect lacks fails with an error wrapping errors.ErrUnsupported, the one
+// signal for a missing ability; the rest of the store works.
 //
 // # Pitfalls seen in real backends
 //

@@ -4,6 +4,25 @@
 // and 11.8, a MariaDB 11.8 Galera cluster) and uses only SQL both accept (no
 // RETURNING; LOCK IN SHARE MODE rather than FOR SHARE).
 //
+// New(ctx, db, Options) on a *sql.DB opened with the "mysql" driver gives a
+// Driver whose transactions are *sql.Tx; it is what idem.New takes:
+//
+//	db, err := sql.Open("mysql", "app@tcp(db:3306)/orders")
+//	if err != nil { ... }
+//	driver, err := mysql.New(ctx, db, mysql.Options{})
+//	if err != nil { ... }
+//	store, err := idem.New(driver, idem.Config{})
+//
+// Options.Isolation is the level transactions begin with (the server's,
+// REPEATABLE READ unless configured, by default). New reads the server's
+// version and settings, bounded by ctx, and refuses (with
+// idem.ErrInvalidConfig) a nil *sql.DB or one of another driver, a level
+// InnoDB lacks, a session whose sql_mode is not strict (STRICT_TRANS_TABLES
+// or STRICT_ALL_TABLES), where MySQL would silently truncate values, and
+// servers older than MySQL 8.0.1 or MariaDB 10.6 (no SKIP LOCKED for
+// purge). None of the DSN settings clientFoundRows, parseTime, loc,
+// interpolateParams or multiStatements changes idem's behaviour.
+//
 // What InnoDB needs, and this package does:
 //
 //   - The claim is a plain INSERT. It succeeds for the winner; a loser gets
@@ -50,13 +69,13 @@
 //     variable, the claim's statements turn it off for themselves, so the
 //     loser reads the latest record as above.
 //
-//   - On a MariaDB Galera node, lookups are causal reads (galera.go); the
+//   - On a MariaDB Galera node, lookups are causal reads; the
 //     claim relies on certification: a claim that raced another node's, or
 //     ran before its node applied another node's committed record, may win
 //     locally, and then fails with 1213 at a later statement or at COMMIT,
 //     which Do retries and replays. A won claim is final only once COMMIT
 //     succeeds. Now and then the server reports that abort to no
-//     statement; only a lease claim checks for it (galera.go).
+//     statement; only a lease claim checks for it.
 //
 //   - Errors are classified by *mysql.MySQLError numbers, never by text.
 //
@@ -76,18 +95,6 @@
 //     since DDL commits on its own here). Store.Migrate takes a named lock
 //     of the session (GET_LOCK) so that several processes may migrate at
 //     once.
-//
-// DSN settings: none of clientFoundRows, parseTime, loc, interpolateParams or
-// multiStatements changes idem's behaviour. New refuses a session whose
-// sql_mode is not strict (STRICT_TRANS_TABLES or STRICT_ALL_TABLES), where
-// MySQL would silently truncate values, and servers older than MySQL 8.0.1
-// or MariaDB 10.6 (no SKIP LOCKED for purge).
-//
-// Files: mysql.go the driver and server checks, variables.go the server
-// variables read there, dialect.go the lifecycle's statements, statements.go
-// and migrations/ the SQL text, classify.go the error numbers, galera.go
-// what changes on Galera, inline.go literal values, prepared.go the pool's
-// prepared lookups.
 package mysql
 
 import (

@@ -1,6 +1,20 @@
 // Package sqlite is idem's SQLite backend, on modernc.org/sqlite (pure Go, no
 // cgo).
 //
+// Open a database with Open, which adds the settings the backend relies on
+// to the DSN, and give it to New(ctx, db, Options); the Driver's
+// transactions are *sql.Tx, and it is what idem.New takes:
+//
+//	db, err := sqlite.Open("orders.db") // or ":memory:"
+//	if err != nil { ... }
+//	driver, err := sqlite.New(ctx, db, sqlite.Options{})
+//	if err != nil { ... }
+//	store, err := idem.New(driver, idem.Config{})
+//
+// New refuses a nil *sql.DB and one of another driver (idem.ErrInvalidConfig),
+// and an in-memory database whose pooled connections would each see a
+// different one (ErrPrivateMemory).
+//
 // SQLite has one writer at a time. Write transactions begin IMMEDIATE, so a
 // claim takes the write lock before it reads anything: a deferred
 // transaction that read first would fail on its first write once another
@@ -21,11 +35,6 @@
 // comparison are exact; the database's clock is unixepoch('subsec')
 // (millisecond resolution). Keys and scopes are TEXT compared with the
 // BINARY collation: byte for byte.
-//
-// Files: sqlite.go the driver, open.go opening a database, dialect.go the
-// lifecycle's statements, statements.go and migrations/ the SQL text,
-// classify.go the error mapping, prepared.go the prepared statements, tx.go
-// the transaction.
 package sqlite
 
 import (
