@@ -15,7 +15,7 @@ import (
 )
 
 // TestSQLNilHandles: NewSQLQueryer refuses nil handles, typed nil pointers
-// included, with ErrBadTx.
+// included, with ErrBadTx, naming the handle's type.
 func TestSQLNilHandles(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -27,8 +27,12 @@ func TestSQLNilHandles(t *testing.T) {
 		{"nil *sql.Conn", (*sql.Conn)(nil)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if q, err := dialect.NewSQLQueryer(tc.q); !errors.Is(err, dialect.ErrBadTx) || q != nil {
+			q, err := dialect.NewSQLQueryer(tc.q)
+			if !errors.Is(err, dialect.ErrBadTx) || q != nil {
 				t.Errorf("NewSQLQueryer(%#v) = %v, %v; want nil, ErrBadTx", tc.q, q, err)
+			}
+			if tc.q != nil && !strings.Contains(err.Error(), tc.name) {
+				t.Errorf("NewSQLQueryer(%#v): %v, want it to say %s", tc.q, err, tc.name)
 			}
 		})
 	}
