@@ -38,15 +38,22 @@ func TestSQLNilHandles(t *testing.T) {
 	}
 }
 
-// TestSQLTx: release runs exactly once however the transaction ends, a
-// Rollback after the end does nothing, and statements on an ended
-// transaction match ErrTxDone.
-func TestSQLTx(t *testing.T) {
+// openMemory opens an in-memory SQLite database for one test.
+func openMemory(t *testing.T) *sql.DB {
+	t.Helper()
 	db, err := sqlite.Open(":memory:")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// TestSQLTx: release runs exactly once however the transaction ends, a
+// Rollback after the end does nothing, and statements on an ended
+// transaction match ErrTxDone.
+func TestSQLTx(t *testing.T) {
+	db := openMemory(t)
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name string
@@ -92,11 +99,7 @@ func TestSQLTx(t *testing.T) {
 // begun with has ended, Commit sends no COMMIT (database/sql would not) and
 // reports a known failure, never one commitError would call unknown.
 func TestSQLTxCommitAfterContextEnded(t *testing.T) {
-	db, err := sqlite.Open(":memory:")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := openMemory(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -118,15 +121,11 @@ type otherDriver struct{ driver.Driver }
 // from the backend's driver; either refusal wraps ErrInvalidConfig and says
 // which.
 func TestCheckSQLDB(t *testing.T) {
-	db, err := sqlite.Open(":memory:")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := openMemory(t)
 	if err := dialect.CheckSQLDB[*moderncsqlite.Driver]("mydb", db, "modernc.org/sqlite"); err != nil {
 		t.Errorf("the backend's own driver: %v", err)
 	}
-	err = dialect.CheckSQLDB[*otherDriver]("mydb", db, "example.com/other")
+	err := dialect.CheckSQLDB[*otherDriver]("mydb", db, "example.com/other")
 	if !errors.Is(err, dialect.ErrInvalidConfig) || !strings.Contains(err.Error(), "mydb: ") || !strings.Contains(err.Error(), "not example.com/other") {
 		t.Errorf("another driver: %v, want ErrInvalidConfig naming the backend and the driver it needs", err)
 	}
@@ -155,11 +154,7 @@ func TestCheckIsolation(t *testing.T) {
 // when BEGIN fails), and the connection goes back to the pool. Without it
 // the transaction has no connection of its own.
 func TestBeginSQL(t *testing.T) {
-	db, err := sqlite.Open(":memory:")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := openMemory(t)
 	ctx := context.Background()
 	if _, err := db.ExecContext(ctx, "CREATE TABLE t (v INTEGER)"); err != nil {
 		t.Fatal(err)
