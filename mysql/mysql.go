@@ -149,9 +149,9 @@ type server struct {
 	snapshotIsolation bool
 }
 
-// New returns a driver on db after checking the server: its version, its
-// max_allowed_packet (bodies that cannot fit are refused) and a strict
-// sql_mode.
+// New returns a Driver on db, after checking the server (ctx bounds that):
+// its version, its max_allowed_packet (bodies that cannot fit are refused)
+// and a strict sql_mode.
 func New(ctx context.Context, db *sql.DB, opts Options) (*Driver, error) {
 	if err := dialect.CheckSQLDB[*mysqldriver.MySQLDriver]("mysql", db, "github.com/go-sql-driver/mysql"); err != nil {
 		return nil, err

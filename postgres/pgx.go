@@ -22,7 +22,7 @@ type Driver struct {
 
 var _ dialect.Driver[pgx.Tx] = (*Driver)(nil)
 
-// New returns a native pgx driver on pool, after checking the server's
+// New returns a Driver on pool, native pgx, after checking the server's
 // version (ctx bounds that).
 func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver, error) {
 	if pool == nil {

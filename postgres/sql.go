@@ -23,8 +23,8 @@ type SQLDriver struct {
 
 var _ dialect.Driver[*sql.Tx] = (*SQLDriver)(nil)
 
-// NewSQL returns a database/sql driver on db, after checking the server's
-// version (ctx bounds that). It refuses a *sql.DB of another driver
+// NewSQL returns an SQLDriver on db, after checking the server's version
+// (ctx bounds that). It refuses a *sql.DB of another driver
 // (lib/pq's errors could not be classified).
 func NewSQL(ctx context.Context, db *sql.DB, opts Options) (*SQLDriver, error) {
 	if err := dialect.CheckSQLDB[*stdlib.Driver]("postgres", db, "github.com/jackc/pgx/v5/stdlib"); err != nil {
