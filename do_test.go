@@ -157,7 +157,7 @@ func TestDoControlFlow(t *testing.T) {
 			name: "response too large is not retried",
 			cfg:  idem.Config{MaxAttempts: 5, MaxBody: 4},
 			fn:   func(int) (idem.Response, error) { return idem.Response{Status: 200, Body: []byte("12345")}, nil },
-			want: want{err: []error{idem.ErrResponseTooLarge}, calls: 1, begins: 1},
+			want: want{err: []error{idem.ErrTooLarge}, calls: 1, begins: 1},
 		},
 		{
 			name: "commit with unknown outcome is reported, not retried",
@@ -728,7 +728,7 @@ func TestRetryable(t *testing.T) {
 		{"unavailable", dialect.Classified(idem.ErrUnavailable, errors.New("conn reset")), true},
 		{"commit unknown", idem.ErrCommitUnknown, true},
 		{"invalid key", idem.ErrInvalidKey, false},
-		{"too large", idem.ErrResponseTooLarge, false},
+		{"too large", idem.ErrTooLarge, false},
 		{"bad transaction", idem.ErrBadTx, false},
 		{"unique violation", idem.ErrUniqueViolation, false},
 		{"function's own error", errors.New("card declined"), false},

@@ -88,10 +88,12 @@
 // # Errors
 //
 // Every error can be tested with errors.Is: bad input (ErrInvalidKey,
-// ErrInvalidScope, ErrResponseTooLarge, ErrInvalidConfig, ErrBadTx), misuse
-// (ErrNotWon, ErrAlreadyCompleted), and the database meanings each dialect
-// maps its typed driver errors to (ErrSerialization, ErrDeadlock,
-// ErrLockTimeout, ErrUnavailable, ErrCommitUnknown, ...). Errors from the
-// caller's function are returned unchanged. Retryable says whether calling
-// again with the same request is worth it.
+// ErrInvalidScope, ErrTooLarge, ErrInvalidConfig, ErrBadTx), misuse
+// (ErrNotClaimed, ErrAlreadyCompleted, ErrTxDone), an ability the dialect
+// lacks (errors.ErrUnsupported: lease mode, the admin view), and the
+// database meanings each dialect maps its typed driver errors to
+// (ErrSerialization, ErrDeadlock, ErrLockTimeout, ErrUnavailable,
+// ErrCommitUnknown, ...). Errors from the caller's function are returned
+// unchanged. Retryable says whether calling again with the same request is
+// worth it.
 package idem

@@ -19,14 +19,9 @@ var (
 	// ErrInvalidScope: the scope is empty, longer than MaxScopeBytes, not
 	// UTF-8 or holds a control character.
 	ErrInvalidScope = errors.New("idem: invalid scope")
-	// ErrResponseTooLarge: the response body exceeds Config.MaxBody or its
-	// encoded header exceeds MaxHeaderBytes. Nothing is stored.
-	ErrResponseTooLarge = errors.New("idem: response too large to store")
 	// ErrInvalidResponse: the status code is neither NoStatus (0) nor
 	// within 100-599.
 	ErrInvalidResponse = errors.New("idem: invalid response")
-	// ErrNotWon: Complete was called on a claim this transaction did not win.
-	ErrNotWon = errors.New("idem: complete without a won claim")
 	// ErrAlreadyCompleted: Complete was called twice on one claim.
 	ErrAlreadyCompleted = errors.New("idem: claim already completed")
 	// ErrNotFound: Lookup found no live record (Inspect and Delete: no
@@ -36,10 +31,6 @@ var (
 	// ErrRetriesExhausted: Do gave up after Config.MaxAttempts attempts that
 	// failed with retryable errors. The error is a *RetryError.
 	ErrRetriesExhausted = errors.New("idem: retries exhausted")
-	// ErrTxEnded: the function given to Do committed or rolled back the
-	// transaction itself, so its response could not be stored. The error
-	// is a *TxEndedError, which says whether the claim was committed.
-	ErrTxEnded = errors.New("idem: the function ended the transaction")
 	// ErrSchemaNewer: Migrate found the table at a schema version newer
 	// than this code knows; an older binary must not write to it.
 	ErrSchemaNewer = errors.New("idem: database schema is newer than this code")
@@ -68,7 +59,11 @@ var (
 	ErrUniqueViolation = dialect.ErrUniqueViolation
 	// ErrReadOnly: the transaction or database does not accept writes.
 	ErrReadOnly = dialect.ErrReadOnly
-	// ErrTooLarge: the database or connection refused a value as too large.
+	// ErrTooLarge: a value is too large to store. The store refuses a
+	// response whose body exceeds Config.MaxBody or whose encoded header
+	// exceeds MaxHeaderBytes before anything is written (the message says
+	// which limit); the database or connection may refuse a value too.
+	// Retrying the same request does not help.
 	ErrTooLarge = dialect.ErrTooLarge
 	// ErrInvalidValue: the database rejected a value it cannot represent.
 	ErrInvalidValue = dialect.ErrInvalidValue
@@ -76,13 +71,18 @@ var (
 	// unknown. A retry with the same key either replays or redoes the work.
 	ErrCommitUnknown = dialect.ErrCommitUnknown
 	// ErrTxDone: the transaction was already committed or rolled back (it
-	// also matches ErrBadTx when returned from Claim or Complete).
+	// also matches ErrBadTx when returned from Claim or Complete). When the
+	// function given to Do ended the transaction itself, the error is a
+	// *TxEndedError, which says whether the claim was committed.
 	ErrTxDone = dialect.ErrTxDone
 	// ErrBadTx: the transaction handed in is nil, finished, read-only or of
 	// a kind the driver cannot use.
 	ErrBadTx = dialect.ErrBadTx
-	// ErrNotClaimed: Complete found no in-flight record for this claim in the
-	// database (for example, it ran in another transaction).
+	// ErrNotClaimed: there is nothing of this caller's to complete. Complete
+	// was called on a claim this transaction did not win (a lease's writes
+	// on a lease it did not win, likewise), or found no in-flight record for
+	// the claim in the database (for example, it ran in another transaction,
+	// or the record was taken over).
 	ErrNotClaimed = dialect.ErrNotClaimed
 	// ErrLeaseLost: a lease holder's write found its lease taken over (or
 	// ended): it must stop; nothing was written.
@@ -109,7 +109,7 @@ func (e *RetryError) Unwrap() []error { return []error{ErrRetriesExhausted, e.Er
 
 // TxEndedError is returned by Do when its function committed or rolled back
 // the transaction Do gave it, so the response could not be stored with the
-// work. It matches ErrTxEnded and the driver's error.
+// work. It matches ErrTxDone and the driver's error.
 //
 // When ClaimCommitted is true the function committed: its writes and the
 // in-flight claim are in the database, and the response is not. A retry of
@@ -141,8 +141,8 @@ func (e *TxEndedError) Error() string {
 	return fmt.Sprintf("idem: key %q in scope %q: the function rolled the transaction back itself; nothing was kept: %v", e.Key, e.Scope, e.Err)
 }
 
-// Unwrap returns ErrTxEnded and the driver's error.
-func (e *TxEndedError) Unwrap() []error { return []error{ErrTxEnded, e.Err} }
+// Unwrap returns ErrTxDone and the driver's error.
+func (e *TxEndedError) Unwrap() []error { return []error{ErrTxDone, e.Err} }
 
 // retryable reports whether a whole transaction may be retried after err,
 // with a chance of another outcome.

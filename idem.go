@@ -56,7 +56,7 @@ type Config struct {
 	// same key (on SQLite: holding the database) before it reports InFlight.
 	WaitBound time.Duration
 	// MaxBody is the largest response body stored; a larger one makes
-	// Complete fail with ErrResponseTooLarge.
+	// Complete fail with ErrTooLarge.
 	MaxBody int
 	// Clock, when set, decides claim times and expiry for this store. When
 	// nil, the database's clock decides, so application servers with skewed
@@ -513,7 +513,7 @@ func toRecord(rec dialect.Record) (Record, error) {
 func (c *Claimed) Complete(ctx context.Context, resp Response) error {
 	switch {
 	case c.Outcome != Won:
-		return fmt.Errorf("%w: outcome is %v for key %q", ErrNotWon, c.Outcome, c.req.Key)
+		return fmt.Errorf("%w: the claim was not won: outcome is %v for key %q", ErrNotClaimed, c.Outcome, c.req.Key)
 	case c.completed:
 		return fmt.Errorf("%w: key %q", ErrAlreadyCompleted, c.req.Key)
 	}
@@ -549,11 +549,11 @@ func (c *Claimed) Complete(ctx context.Context, resp Response) error {
 // stored form: the encoded header and a non-nil body.
 func (c *core) encodeResponse(resp Response) (header, body []byte, err error) {
 	if len(resp.Body) > c.cfg.MaxBody {
-		return nil, nil, fmt.Errorf("%w: body of %d bytes, at most %d", ErrResponseTooLarge, len(resp.Body), c.cfg.MaxBody)
+		return nil, nil, fmt.Errorf("idem: response body of %d bytes is over Config.MaxBody (%d): %w", len(resp.Body), c.cfg.MaxBody, ErrTooLarge)
 	}
 	header = encodeHeader(resp.Header)
 	if len(header) > MaxHeaderBytes {
-		return nil, nil, fmt.Errorf("%w: header of %d bytes encoded, at most %d", ErrResponseTooLarge, len(header), MaxHeaderBytes)
+		return nil, nil, fmt.Errorf("idem: response header of %d bytes encoded is over MaxHeaderBytes (%d): %w", len(header), MaxHeaderBytes, ErrTooLarge)
 	}
 	body = resp.Body
 	if body == nil {

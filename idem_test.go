@@ -137,26 +137,27 @@ func headerOfSize(size int) http.Header {
 }
 
 // TestCompleteLimits: the body may be exactly MaxBody bytes and the encoded
-// header exactly MaxHeaderBytes; one byte more is ErrResponseTooLarge and
-// reaches no statement.
+// header exactly MaxHeaderBytes; one byte more is ErrTooLarge, whose
+// message names the limit, and reaches no statement.
 func TestCompleteLimits(t *testing.T) {
 	const maxBody = 16
 	for _, tc := range []struct {
-		name string
-		resp idem.Response
-		err  error
+		name  string
+		resp  idem.Response
+		err   error
+		limit string // named in the error's message
 	}{
-		{"body at the limit", idem.Response{Status: 200, Body: make([]byte, maxBody)}, nil},
-		{"body over the limit", idem.Response{Status: 200, Body: make([]byte, maxBody+1)}, idem.ErrResponseTooLarge},
-		{"header at the limit", idem.Response{Status: 200, Header: headerOfSize(idem.MaxHeaderBytes)}, nil},
-		{"header over the limit", idem.Response{Status: 200, Header: headerOfSize(idem.MaxHeaderBytes + 1)}, idem.ErrResponseTooLarge},
-		{"no status (work without HTTP)", idem.Response{Status: idem.NoStatus, Body: []byte("done")}, nil},
-		{"status 1", idem.Response{Status: 1}, idem.ErrInvalidResponse},
-		{"status -1", idem.Response{Status: -1}, idem.ErrInvalidResponse},
-		{"status 99", idem.Response{Status: 99}, idem.ErrInvalidResponse},
-		{"status 100", idem.Response{Status: 100}, nil},
-		{"status 599", idem.Response{Status: 599}, nil},
-		{"status 600", idem.Response{Status: 600}, idem.ErrInvalidResponse},
+		{"body at the limit", idem.Response{Status: 200, Body: make([]byte, maxBody)}, nil, ""},
+		{"body over the limit", idem.Response{Status: 200, Body: make([]byte, maxBody+1)}, idem.ErrTooLarge, "Config.MaxBody"},
+		{"header at the limit", idem.Response{Status: 200, Header: headerOfSize(idem.MaxHeaderBytes)}, nil, ""},
+		{"header over the limit", idem.Response{Status: 200, Header: headerOfSize(idem.MaxHeaderBytes + 1)}, idem.ErrTooLarge, "MaxHeaderBytes"},
+		{"no status (work without HTTP)", idem.Response{Status: idem.NoStatus, Body: []byte("done")}, nil, ""},
+		{"status 1", idem.Response{Status: 1}, idem.ErrInvalidResponse, ""},
+		{"status -1", idem.Response{Status: -1}, idem.ErrInvalidResponse, ""},
+		{"status 99", idem.Response{Status: 99}, idem.ErrInvalidResponse, ""},
+		{"status 100", idem.Response{Status: 100}, nil, ""},
+		{"status 599", idem.Response{Status: 599}, nil, ""},
+		{"status 600", idem.Response{Status: 600}, idem.ErrInvalidResponse, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, f, err := newFakeStore(idem.Config{MaxBody: maxBody})
@@ -185,8 +186,8 @@ func TestCompleteLimits(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, tc.err) {
-				t.Errorf("Complete = %v, want %v", err, tc.err)
+			if !errors.Is(err, tc.err) || !strings.Contains(err.Error(), tc.limit) {
+				t.Errorf("Complete = %v, want %v naming %q", err, tc.err, tc.limit)
 			}
 			if len(f.completes) != 0 {
 				t.Errorf("a refused response reached the database")
@@ -195,7 +196,7 @@ func TestCompleteLimits(t *testing.T) {
 	}
 }
 
-// TestCompleteOnLostClaim: Complete on any outcome but Won is ErrNotWon,
+// TestCompleteOnLostClaim: Complete on any outcome but Won is ErrNotClaimed,
 // including a claim that timed out (which has no transaction to run on).
 func TestCompleteOnLostClaim(t *testing.T) {
 	req := fakeRequest("k")
@@ -220,8 +221,8 @@ func TestCompleteOnLostClaim(t *testing.T) {
 			if err != nil || claim.Outcome != tc.outcome {
 				t.Fatalf("Claim = %+v, %v, want %v", claim, err, tc.outcome)
 			}
-			if err := claim.Complete(ctx, idem.Response{Status: 200}); !errors.Is(err, idem.ErrNotWon) {
-				t.Errorf("Complete = %v, want ErrNotWon", err)
+			if err := claim.Complete(ctx, idem.Response{Status: 200}); !errors.Is(err, idem.ErrNotClaimed) {
+				t.Errorf("Complete = %v, want ErrNotClaimed", err)
 			}
 			if len(f.completes) != 0 {
 				t.Errorf("Complete reached the database")

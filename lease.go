@@ -51,7 +51,7 @@ var ErrInvalidStep = errors.New("idem: invalid step")
 
 // Lease is what Store.Lease returns: on Won, a held lease on the key's
 // work; otherwise what a loser found (Replay, Mismatch or InFlight) in the
-// embedded Result, and the methods that write refuse with ErrNotWon.
+// embedded Result, and the methods that write refuse with ErrNotClaimed.
 //
 // A held lease is safe for use by several goroutines (DoLease extends it
 // in the background while the work runs).
@@ -120,10 +120,10 @@ func (l *Lease[TTx]) Until() time.Time {
 // intention after the retention window. Send it with the step's external
 // call: a provider that honours idempotency keys then does the step once,
 // however often a takeover repeats the call. A lease that was not won has
-// no intention to name: ErrNotWon. An invalid step name is ErrInvalidStep.
+// no intention to name: ErrNotClaimed. An invalid step name is ErrInvalidStep.
 func (l *Lease[TTx]) DownstreamKey(step string) (string, error) {
 	if l.Outcome != Won {
-		return "", fmt.Errorf("%w: downstream key of a lease whose outcome is %v (key %q)", ErrNotWon, l.Outcome, l.req.Key)
+		return "", fmt.Errorf("%w: downstream key of a lease whose outcome is %v (key %q)", ErrNotClaimed, l.Outcome, l.req.Key)
 	}
 	if err := validateStep(step, nil); err != nil {
 		return "", err
@@ -145,7 +145,7 @@ func downstreamKey(scope, key string, createdAt time.Time, step string) string {
 // held checks that l is a lease this caller holds and may write under.
 func (l *Lease[TTx]) held(op string) error {
 	if l.Outcome != Won {
-		return fmt.Errorf("%w: %s on a lease whose outcome is %v (key %q)", ErrNotWon, op, l.Outcome, l.req.Key)
+		return fmt.Errorf("%w: %s on a lease whose outcome is %v (key %q)", ErrNotClaimed, op, l.Outcome, l.req.Key)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -183,7 +183,7 @@ func (l *Lease[TTx]) knownHeldUntil() time.Time {
 func (c *core) leaser() (dialect.Leaser, error) {
 	leaser, ok := c.d.(dialect.Leaser)
 	if !ok {
-		return nil, fmt.Errorf("%w: the %s dialect has no lease mode (dialect.Leaser)", ErrInvalidConfig, c.d.Name())
+		return nil, fmt.Errorf("idem: lease mode on %s: %w: the dialect does not implement dialect.Leaser", c.d.Name(), errors.ErrUnsupported)
 	}
 	if c.leaseErr != nil {
 		return nil, fmt.Errorf("idem: lease mode: %w", c.leaseErr)
@@ -199,7 +199,9 @@ func (c *core) leaser() (dialect.Leaser, error) {
 // stands. While another holder's lease is live, Lease waits for it, up to
 // Config.WaitBound, to complete (Replay) or expire (takeover); then it
 // returns InFlight with the record (its LeaseUntil says when to retry). A
-// completed key replays; another fingerprint is a Mismatch.
+// completed key replays; another fingerprint is a Mismatch. On a dialect
+// without lease mode (no dialect.Leaser) Lease, DoLease, Resume and
+// ExpiredLeases fail with an error wrapping errors.ErrUnsupported.
 func (s *Store[TTx]) Lease(ctx context.Context, req Request) (*Lease[TTx], error) {
 	if err := req.Validate(); err != nil {
 		return nil, err

@@ -126,8 +126,8 @@ func testFunctionEndsTransaction[TTx any](t *testing.T, b Backend[TTx]) {
 				return created("done"), nil
 			})
 			var ended *idem.TxEndedError
-			if !errors.As(err, &ended) || !errors.Is(err, idem.ErrTxEnded) {
-				e.Fatalf(req.Key, "Do whose function ended the transaction: %v, want a *TxEndedError", err)
+			if !errors.As(err, &ended) || !errors.Is(err, idem.ErrTxDone) {
+				e.Fatalf(req.Key, "Do whose function ended the transaction: %v, want a *TxEndedError matching ErrTxDone", err)
 			}
 			if ended.Unknown || ended.ClaimCommitted != commit {
 				e.Fatalf(req.Key, "TxEndedError %+v, want ClaimCommitted=%v", ended, commit)

@@ -95,15 +95,15 @@ func testResponseTooLarge[TTx any](t *testing.T, b Backend[TTx]) {
 	e := setup(t, b, idem.Config{MaxBody: maxBody})
 	req := request("big-1", "x")
 	_, err := e.Store.Do(e.Ctx, req, e.work("big-1", idem.Response{Status: 200, Body: make([]byte, maxBody+1)}))
-	if !errors.Is(err, idem.ErrResponseTooLarge) {
-		e.Fatalf(req.Key, "body of %d bytes: %v, want ErrResponseTooLarge", maxBody+1, err)
+	if !errors.Is(err, idem.ErrTooLarge) {
+		e.Fatalf(req.Key, "body of %d bytes: %v, want ErrTooLarge", maxBody+1, err)
 	}
 	if n := e.Records() + e.effectCount("big-1"); n != 0 {
 		e.Fatalf(req.Key, "rows after a too-large response = %d, want 0 (the effect rolled back)", n)
 	}
 	huge := idem.Response{Status: 200, Header: map[string][]string{"X-Big": {strings.Repeat("h", idem.MaxHeaderBytes)}}}
-	if _, err := e.Store.Do(e.Ctx, req, e.work("big-1", huge)); !errors.Is(err, idem.ErrResponseTooLarge) {
-		e.Fatalf(req.Key, "oversized header: %v, want ErrResponseTooLarge", err)
+	if _, err := e.Store.Do(e.Ctx, req, e.work("big-1", huge)); !errors.Is(err, idem.ErrTooLarge) {
+		e.Fatalf(req.Key, "oversized header: %v, want ErrTooLarge", err)
 	}
 	res := e.do(e.Store, req, e.work("big-1", idem.Response{Status: 200, Body: make([]byte, maxBody)}))
 	if res.Outcome != idem.Won || !res.Committed {
@@ -137,8 +137,8 @@ func testCompleteWithoutWin[TTx any](t *testing.T, b Backend[TTx]) {
 	if err != nil || claim.Outcome != idem.Replay {
 		e.Fatalf(req.Key, "second Claim: %+v, %v, want replay", claim, err)
 	}
-	if err := claim.Complete(e.Ctx, created("second")); !errors.Is(err, idem.ErrNotWon) {
-		e.Fatalf(req.Key, "Complete after a lost claim: %v, want ErrNotWon", err)
+	if err := claim.Complete(e.Ctx, created("second")); !errors.Is(err, idem.ErrNotClaimed) {
+		e.Fatalf(req.Key, "Complete after a lost claim: %v, want ErrNotClaimed", err)
 	}
 	if err := txn.Commit(e.Ctx); err != nil {
 		e.Fatalf(req.Key, "Commit: %v", err)

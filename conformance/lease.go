@@ -322,8 +322,8 @@ func testLeaseDownstreamKey[TTx any](t *testing.T, b Backend[TTx]) {
 		e.Fatalf(req.Key, "a new intention after the retention: key %q resumed %v, want a new key, not resumed", got, next.Resumed())
 	}
 	loser := e.acquire(e.Store, request(req.Key, "other"), idem.Mismatch)
-	if got, err := loser.DownstreamKey("charge"); !errors.Is(err, idem.ErrNotWon) || got != "" {
-		e.Fatalf(req.Key, "a loser's downstream key: %q, %v; want none and ErrNotWon", got, err)
+	if got, err := loser.DownstreamKey("charge"); !errors.Is(err, idem.ErrNotClaimed) || got != "" {
+		e.Fatalf(req.Key, "a loser's downstream key: %q, %v; want none and ErrNotClaimed", got, err)
 	}
 	if got, err := next.DownstreamKey("bad\nstep"); !errors.Is(err, idem.ErrInvalidStep) || got != "" {
 		e.Fatalf(req.Key, "downstream key of an invalid step: %q, %v; want none and ErrInvalidStep", got, err)
@@ -505,8 +505,8 @@ func testLeaseBadInput[TTx any](t *testing.T, b Backend[TTx]) {
 		}
 	}
 	loser := e.acquire(e.Store, request(req.Key, "other"), idem.Mismatch)
-	if err := loser.RecordStep(e.Ctx, "x", nil, nil); !errors.Is(err, idem.ErrNotWon) {
-		e.Fatalf(req.Key, "RecordStep on a lost claim: %v, want ErrNotWon", err)
+	if err := loser.RecordStep(e.Ctx, "x", nil, nil); !errors.Is(err, idem.ErrNotClaimed) {
+		e.Fatalf(req.Key, "RecordStep on a lost claim: %v, want ErrNotClaimed", err)
 	}
 	if _, err := e.Store.Lease(e.Ctx, idem.Request{Scope: req.Scope, Key: ""}); !errors.Is(err, idem.ErrInvalidKey) {
 		e.Fatalf("", "Lease with an empty key: %v, want ErrInvalidKey", err)

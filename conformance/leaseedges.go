@@ -337,7 +337,7 @@ func testDoLeaseRefusedResponseReleases[TTx any](t *testing.T, b Backend[TTx]) {
 		resp idem.Response
 		want error
 	}{
-		{"body over MaxBody", idem.Response{Status: 201, Body: make([]byte, 65)}, idem.ErrResponseTooLarge},
+		{"body over MaxBody", idem.Response{Status: 201, Body: make([]byte, 65)}, idem.ErrTooLarge},
 		{"invalid status", idem.Response{Status: 999}, idem.ErrInvalidResponse},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

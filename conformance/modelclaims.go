@@ -82,8 +82,8 @@ func (r *modelRun[TTx]) do(t *rapid.T) {
 			r.fail("Do on %s: %v after %d calls, want ErrRetriesExhausted after %d", s, err, calls, modelAttempts)
 		}
 	case "answers too large":
-		if !errors.Is(err, idem.ErrResponseTooLarge) || calls != 1 {
-			r.fail("Do on %s: %+v, %v after %d calls, want ErrResponseTooLarge after one, with nothing stored", s, res, err, calls)
+		if !errors.Is(err, idem.ErrTooLarge) || calls != 1 {
+			r.fail("Do on %s: %+v, %v after %d calls, want ErrTooLarge after one, with nothing stored", s, res, err, calls)
 		}
 	case "answers with a status not stored":
 		if err != nil || res.Outcome != idem.Won || res.Committed || !sameResponse(res.Response, resp) || calls != 1 {

@@ -171,8 +171,8 @@ func (r *modelRun[TTx]) leaseComplete(t *rapid.T) {
 	})
 	r.did("Complete by %s with %s: committed=%v err %v", h.name, describeResponse(resp), res.Committed, err)
 	if len(resp.Body) > modelMaxBody && !h.ended { // refused before the database is asked
-		if !errors.Is(err, idem.ErrResponseTooLarge) || ran {
-			r.fail("Complete by %s with %d bytes: %v, its function ran: %v; want ErrResponseTooLarge before anything is written",
+		if !errors.Is(err, idem.ErrTooLarge) || ran {
+			r.fail("Complete by %s with %d bytes: %v, its function ran: %v; want ErrTooLarge before anything is written",
 				h.name, len(resp.Body), err, ran)
 		}
 		return // a held lease stays held

@@ -1,7 +1,7 @@
 // Package dialect is the contract an idem backend implements, the meanings
 // its errors are mapped to, and what a backend needs to build on it: the
-// database/sql adapters, the statement cache, the migration loader and the
-// optional abilities with their fallbacks. A backend imports this package
+// database/sql parts, the statement catalogs and cache, the migration loader
+// and the optional abilities with their fallbacks. A backend imports this package
 // only, never the core (github.com/idemkit/idem), the way a database/sql
 // driver imports only database/sql/driver.
 //
@@ -30,40 +30,56 @@
 //
 // # A backend on database/sql
 //
-// NewSQLQueryer adapts a *sql.DB (the pool) or *sql.Tx (Wrap); NewSQLTx
-// makes the Tx Begin returns. Its Commit already tells a COMMIT that was
-// never sent (the transaction's context had ended: database/sql rolls back)
-// from one that was; give it a commitError that wraps ErrCommitUnknown when
-// a sent COMMIT failed without the server's answer:
+// CheckSQLDB and CheckIsolation make the constructor's checks (the handle's
+// driver, the levels the database has); NewSQLQueryer adapts a *sql.DB (the
+// pool) or *sql.Tx (Wrap); BeginSQL begins the Tx Begin returns, on a
+// connection of its own when the backend needs one (SQLBegin.OwnConn, with
+// a Setup for a session setting the transaction changes). Its Commit
+// already tells a COMMIT that was never sent (the transaction's context had
+// ended: database/sql rolls back) from one that was; give it a CommitError
+// that wraps ErrCommitUnknown when a sent COMMIT failed without the
+// server's answer. Every backend's Driver offers the same accessors: DB (the
+// handle New got), Dialect, Pool, Wrap and Begin.
 //
 //	type Driver struct {
 //		db      *sql.DB
+//		level   sql.IsolationLevel
 //		pool    dialect.Queryer
 //		dialect *Dialect
 //	}
 //
-//	func New(ctx context.Context, db *sql.DB, _ Options) (*Driver, error) {
-//		if db == nil {
-//			return nil, fmt.Errorf("mydb: %w: nil *sql.DB", dialect.ErrInvalidConfig)
+//	var levels = []sql.IsolationLevel{sql.LevelReadCommitted, sql.LevelSerializable}
+//
+//	func New(ctx context.Context, db *sql.DB, opts Options) (*Driver, error) {
+//		if err := dialect.CheckSQLDB[*mydriver.Driver]("mydb", db, "example.com/mydriver"); err != nil {
+//			return nil, err
+//		}
+//		if err := dialect.CheckIsolation("mydb", opts.Isolation, levels...); err != nil {
+//			return nil, err
 //		}
 //		pool, err := dialect.NewSQLQueryer(db)
 //		if err != nil {
 //			return nil, err
 //		}
-//		return &Driver{db: db, pool: pool, dialect: NewDialect()}, nil
+//		return &Driver{db: db, level: opts.Isolation, pool: pool, dialect: NewDialect()}, nil
 //	}
 //
+//	func (d *Driver) DB() *sql.DB              { return d.db }
 //	func (d *Driver) Dialect() dialect.Dialect { return d.dialect }
 //	func (d *Driver) Pool() dialect.Queryer    { return d.pool }
 //
 //	func (d *Driver) Wrap(tx *sql.Tx) (dialect.Queryer, error) { return dialect.NewSQLQueryer(tx) }
 //
 //	func (d *Driver) Begin(ctx context.Context, o dialect.BeginOptions) (dialect.Tx[*sql.Tx], error) {
-//		tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: o.Isolation})
+//		level := o.IsolationOr(d.level)
+//		if err := dialect.CheckIsolation("mydb", level, levels...); err != nil {
+//			return nil, err
+//		}
+//		tx, err := dialect.BeginSQL(ctx, d.db, dialect.SQLBegin{Options: &sql.TxOptions{Isolation: level}, CommitError: commitError})
 //		if err != nil {
 //			return nil, err
 //		}
-//		return dialect.NewSQLTx(ctx, tx, commitError, nil), nil
+//		return tx, nil
 //	}
 //
 //	// commitError: a server's error is a known failure; a lost connection
@@ -128,8 +144,9 @@
 //
 // Statement text is built once per table (Statements caches it); a
 // validated Table needs no escaping beyond your database's identifier
-// quotes. Keep the SQL in one place per backend: a statements.go with the
-// statement text, and the DDL in migrations/*.sql.
+// quotes. Keep the SQL in one place per backend, readable as SQL: a catalog
+// of queries/*.sql files with named parameters (@scope, @now), loaded with
+// LoadQueries, and the DDL in migrations/*.sql.
 //
 // # The versioned schema
 //
@@ -160,7 +177,8 @@
 // floor (<name>_fence), which its Purge and Admin.Delete raise. The suite's
 // Lease* cases check it; LeaseFencingAcrossLifetimes and
 // LeaseClaimsOnLiveLease are the ones a first attempt usually fails.
-// Without Leaser, Store.Lease fails with ErrInvalidConfig.
+// Without Leaser, Store.Lease fails with an error wrapping
+// errors.ErrUnsupported.
 //
 // # Optional abilities
 //
@@ -173,6 +191,12 @@
 // transaction (a tracer, the suite's fault injector) would silently lose the
 // ability. A wrapper keeps one by implementing its interface with those
 // functions (see conformance.WrappedTx).
+//
+// A Dialect's own abilities beyond the lifecycle are optional too: Admin
+// (the operator's view: Inspect, List, Delete, Counts), Leaser (lease mode)
+// and Scripter (migration files for other tools). What needs one the
+// Dialect lacks fails with an error wrapping errors.ErrUnsupported, the one
+// signal for a missing ability; the rest of the store works.
 //
 // # Pitfalls seen in real backends
 //

@@ -28,8 +28,9 @@ var (
 	ErrLockTimeout = errors.New("lock or busy timeout")
 	// ErrReadOnly: the transaction or database does not accept writes.
 	ErrReadOnly = errors.New("read-only transaction or database")
-	// ErrTooLarge: a value exceeds what the database or connection accepts.
-	ErrTooLarge = errors.New("value too large for the database")
+	// ErrTooLarge: a value exceeds what the database or connection accepts,
+	// or (from package idem) the store's own limits on a response.
+	ErrTooLarge = errors.New("value too large to store")
 	// ErrInvalidValue: the database rejected a value it cannot represent
 	// (an invalid byte sequence for its encoding, for example).
 	ErrInvalidValue = errors.New("value rejected by the database")
@@ -41,8 +42,10 @@ var (
 	// ErrBadTx: the transaction handed in cannot be used (nil, finished, or
 	// not of the kind this driver runs on).
 	ErrBadTx = errors.New("unusable transaction")
-	// ErrNotClaimed: Complete found no pending record this transaction
-	// claimed.
+	// ErrNotClaimed: there is nothing of the caller's to complete: a
+	// Dialect's Complete found no pending record this transaction claimed
+	// (package idem also returns it for Complete on a claim that was not
+	// won).
 	ErrNotClaimed = errors.New("no pending claim to complete")
 	// ErrUnavailable: the database cannot serve the request now, but
 	// another attempt may succeed (a lost connection before COMMIT, a
@@ -51,7 +54,9 @@ var (
 	ErrUnavailable = errors.New("database unavailable")
 	// ErrInvalidConfig: a constructor or Begin got an option it cannot
 	// honour (a nil handle, another driver, an isolation level the database
-	// lacks, a server too old).
+	// lacks, a server too old). A Dialect that lacks an optional ability
+	// (Admin, Leaser, Scripter) is not a configuration error: what needs it
+	// fails with an error wrapping errors.ErrUnsupported.
 	ErrInvalidConfig = errors.New("invalid config")
 )
 

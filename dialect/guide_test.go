@@ -8,8 +8,8 @@ package dialect_test
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
-	"fmt"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -20,40 +20,54 @@ import (
 // serverError stands for a driver's typed server error.
 type serverError struct{ code string }
 
+// mydriver stands for the database/sql driver the backend runs on.
+type mydriver struct{ driver.Driver }
+
 func (e *serverError) Error() string { return "server error " + e.code }
 
-type Options struct{}
+type Options struct{ Isolation sql.IsolationLevel }
 
 type Driver struct {
 	db      *sql.DB
+	level   sql.IsolationLevel
 	pool    dialect.Queryer
 	dialect *Dialect
 }
 
 var _ dialect.Driver[*sql.Tx] = (*Driver)(nil)
 
-func New(ctx context.Context, db *sql.DB, _ Options) (*Driver, error) {
-	if db == nil {
-		return nil, fmt.Errorf("mydb: %w: nil *sql.DB", dialect.ErrInvalidConfig)
+var levels = []sql.IsolationLevel{sql.LevelReadCommitted, sql.LevelSerializable}
+
+func New(ctx context.Context, db *sql.DB, opts Options) (*Driver, error) {
+	if err := dialect.CheckSQLDB[*mydriver]("mydb", db, "example.com/mydriver"); err != nil {
+		return nil, err
+	}
+	if err := dialect.CheckIsolation("mydb", opts.Isolation, levels...); err != nil {
+		return nil, err
 	}
 	pool, err := dialect.NewSQLQueryer(db)
 	if err != nil {
 		return nil, err
 	}
-	return &Driver{db: db, pool: pool, dialect: NewDialect()}, nil
+	return &Driver{db: db, level: opts.Isolation, pool: pool, dialect: NewDialect()}, nil
 }
 
+func (d *Driver) DB() *sql.DB              { return d.db }
 func (d *Driver) Dialect() dialect.Dialect { return d.dialect }
 func (d *Driver) Pool() dialect.Queryer    { return d.pool }
 
 func (d *Driver) Wrap(tx *sql.Tx) (dialect.Queryer, error) { return dialect.NewSQLQueryer(tx) }
 
 func (d *Driver) Begin(ctx context.Context, o dialect.BeginOptions) (dialect.Tx[*sql.Tx], error) {
-	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: o.Isolation})
+	level := o.IsolationOr(d.level)
+	if err := dialect.CheckIsolation("mydb", level, levels...); err != nil {
+		return nil, err
+	}
+	tx, err := dialect.BeginSQL(ctx, d.db, dialect.SQLBegin{Options: &sql.TxOptions{Isolation: level}, CommitError: commitError})
 	if err != nil {
 		return nil, err
 	}
-	return dialect.NewSQLTx(ctx, tx, commitError, nil), nil
+	return tx, nil
 }
 
 func commitError(err error) error {

@@ -24,7 +24,7 @@ import (
 // on InnoDB a duplicate-key error leaves a shared lock on the existing row,
 // and a write after it would deadlock with every other loser doing the
 // same. A Dialect without Leaser cannot run lease mode: Store.Lease fails
-// with ErrInvalidConfig.
+// with an error wrapping errors.ErrUnsupported.
 //
 // A key's lease tokens never repeat, across all its lifetimes: each table
 // has a token floor, the largest token of any record deleted from it (table

@@ -3,12 +3,45 @@ package dialect
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"slices"
 )
 
-// The database/sql adapters a backend on database/sql needs: a Queryer over
-// a *sql.DB, *sql.Conn or *sql.Tx, and a Tx over a *sql.Tx.
+// The database/sql parts every backend on database/sql needs: the checks of
+// its constructor (CheckSQLDB, CheckIsolation), a Queryer over a *sql.DB,
+// *sql.Conn or *sql.Tx (NewSQLQueryer, for Pool and Wrap), and the Tx its
+// Begin returns (BeginSQL, NewSQLTx). What differs between backends stays
+// with them: the levels their database has, whether a transaction needs a
+// connection of its own, how a failed COMMIT is classified.
+
+// CheckSQLDB checks the *sql.DB a backend's constructor was given: it must
+// not be nil and must have been opened with the database/sql driver D,
+// whose errors the backend knows how to classify (driverPath names D's
+// package in the message). Otherwise it returns an error wrapping
+// ErrInvalidConfig, prefixed with backend ("mysql").
+func CheckSQLDB[D driver.Driver](backend string, db *sql.DB, driverPath string) error {
+	if db == nil {
+		return fmt.Errorf("%s: %w: nil *sql.DB", backend, ErrInvalidConfig)
+	}
+	if _, ok := db.Driver().(D); !ok {
+		return fmt.Errorf("%s: %w: *sql.DB uses driver %T, not %s", backend, ErrInvalidConfig, db.Driver(), driverPath)
+	}
+	return nil
+}
+
+// CheckIsolation refuses, with an error wrapping ErrInvalidConfig and
+// prefixed with backend, an isolation level other than sql.LevelDefault (the
+// server's own) and the levels given: those the backend's database has. A
+// backend calls it in its constructor, for Options, and in Begin, for the
+// level a call asks for.
+func CheckIsolation(backend string, l sql.IsolationLevel, levels ...sql.IsolationLevel) error {
+	if l == sql.LevelDefault || slices.Contains(levels, l) {
+		return nil
+	}
+	return fmt.Errorf("%s: %w: isolation level %v is not supported", backend, ErrInvalidConfig, l)
+}
 
 // SQLHandle is what database/sql's *sql.Tx, *sql.Conn and *sql.DB have in
 // common.
@@ -24,8 +57,11 @@ type SQLHandle interface {
 // error wrapping ErrBadTx for a nil handle (a typed nil pointer included).
 // Statements on a finished transaction fail with ErrTxDone.
 func NewSQLQueryer(h SQLHandle) (Queryer, error) {
-	if isNilHandle(h) {
+	if h == nil {
 		return nil, fmt.Errorf("%w: nil database/sql handle", ErrBadTx)
+	}
+	if isNilHandle(h) {
+		return nil, fmt.Errorf("%w: nil %T", ErrBadTx, h)
 	}
 	return sqlQueryer{h}, nil
 }
@@ -88,6 +124,9 @@ type SQLTx struct {
 	// release runs once after the transaction ends (to give back a
 	// dedicated connection, say). It may be nil.
 	release func()
+	// conn is the connection of its own the transaction runs on
+	// (SQLBegin.OwnConn), or nil.
+	conn *sql.Conn
 }
 
 var _ Tx[*sql.Tx] = (*SQLTx)(nil)
@@ -99,8 +138,71 @@ func NewSQLTx(ctx context.Context, tx *sql.Tx, commitError func(error) error, re
 	return &SQLTx{tx: tx, q: sqlQueryer{tx}, ctx: ctx, commitError: commitError, release: release}
 }
 
+// SQLBegin says how BeginSQL begins a backend's transaction.
+type SQLBegin struct {
+	// Options are BeginTx's (the isolation level; nil: the DSN's
+	// defaults, SQLite's BEGIN IMMEDIATE for instance).
+	Options *sql.TxOptions
+	// CommitError classifies an error from COMMIT, as NewSQLTx's
+	// commitError does.
+	CommitError func(error) error
+	// OwnConn runs the transaction on a connection of its own, taken from
+	// the pool before BEGIN and given back when the transaction ends: for a
+	// backend that sends statements on it outside database/sql
+	// (sql.Conn.Raw) or changes one of its session settings.
+	OwnConn bool
+	// Setup, when not nil (and OwnConn is set), runs on that connection
+	// before BEGIN. The reset it returns, when not nil, runs once after the
+	// transaction ends (also when BEGIN fails), before the connection goes
+	// back: it undoes what Setup changed, or discards the connection
+	// (sql.Conn.Raw returning driver.ErrBadConn) when it cannot.
+	Setup func(ctx context.Context, conn *sql.Conn) (reset func(), err error)
+}
+
+// BeginSQL begins a transaction on db as b says and returns it as a Tx
+// whose Commit tells a known failure from an unknown outcome (see SQLTx).
+func BeginSQL(ctx context.Context, db *sql.DB, b SQLBegin) (*SQLTx, error) {
+	if !b.OwnConn {
+		tx, err := db.BeginTx(ctx, b.Options)
+		if err != nil {
+			return nil, err
+		}
+		return NewSQLTx(ctx, tx, b.CommitError, nil), nil
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	release := func() { conn.Close() }
+	if b.Setup != nil {
+		reset, err := b.Setup(ctx, conn)
+		if err != nil {
+			conn.Close()
+			return nil, err
+		}
+		if reset != nil {
+			release = func() {
+				reset()
+				conn.Close()
+			}
+		}
+	}
+	tx, err := conn.BeginTx(ctx, b.Options)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	t := NewSQLTx(ctx, tx, b.CommitError, release)
+	t.conn = conn
+	return t, nil
+}
+
 // Native returns the *sql.Tx for the caller's own statements.
 func (t *SQLTx) Native() *sql.Tx { return t.tx }
+
+// Conn returns the connection of its own the transaction runs on (BeginSQL
+// with SQLBegin.OwnConn), or nil.
+func (t *SQLTx) Conn() *sql.Conn { return t.conn }
 
 // Exec runs a statement in the transaction.
 func (t *SQLTx) Exec(ctx context.Context, query string, args ...any) (int64, error) {

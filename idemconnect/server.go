@@ -365,7 +365,7 @@ func (s *Server[TTx]) failed(ctx context.Context, req idem.Request, procedure st
 	case errors.Is(err, idem.ErrRetriesExhausted):
 		log("transaction kept failing with retryable errors")
 		return s.retryLater(connect.CodeAborted, "the call conflicted with concurrent ones and was rolled back; retry with the same key", ReasonStoreUnavailable)
-	case errors.Is(err, idem.ErrResponseTooLarge):
+	case errors.Is(err, idem.ErrTooLarge):
 		log("response too large to store; rolled back")
 		return connect.NewError(connect.CodeInternal, errors.New("the response was too large to store for replay, so the call was rolled back; retrying will not help"))
 	case errors.As(err, &aerr):

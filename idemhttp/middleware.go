@@ -433,7 +433,7 @@ func (m *Middleware[TTx]) failed(w http.ResponseWriter, r *http.Request, req ide
 		ended *idem.TxEndedError
 	)
 	switch {
-	case errors.Is(err, idem.ErrResponseTooLarge):
+	case errors.Is(err, idem.ErrTooLarge):
 		log("response too large to store; rolled back")
 		writeProblem(w, http.StatusInternalServerError, "response-too-large",
 			"The response was too large to store for replay, so the operation was rolled back. Retrying will not help.")

@@ -51,7 +51,7 @@ func (rec *recorder) WriteHeader(code int) {
 }
 
 // Write buffers p. Past the store's body limit it fails with an error
-// wrapping idem.ErrResponseTooLarge, and the middleware rolls back.
+// wrapping idem.ErrTooLarge, and the middleware rolls back.
 func (rec *recorder) Write(p []byte) (int, error) {
 	if rec.status == 0 {
 		rec.WriteHeader(http.StatusOK)
@@ -61,7 +61,7 @@ func (rec *recorder) Write(p []byte) (int, error) {
 	}
 	if rec.over || rec.body.Len()+len(p) > rec.limit {
 		rec.over = true
-		return 0, fmt.Errorf("%w: body over %d bytes", idem.ErrResponseTooLarge, rec.limit)
+		return 0, fmt.Errorf("%w: body over %d bytes", idem.ErrTooLarge, rec.limit)
 	}
 	return rec.body.Write(p)
 }
@@ -78,7 +78,7 @@ func (rec *recorder) finish() (idem.Response, error) {
 		rec.WriteHeader(http.StatusOK)
 	}
 	if rec.over {
-		return idem.Response{}, fmt.Errorf("idemhttp: handler wrote a body over %d bytes: %w", rec.limit, idem.ErrResponseTooLarge)
+		return idem.Response{}, fmt.Errorf("idemhttp: handler wrote a body over %d bytes: %w", rec.limit, idem.ErrTooLarge)
 	}
 	_, hasType := rec.sent["Content-Type"]
 	_, hasTE := rec.sent["Transfer-Encoding"]

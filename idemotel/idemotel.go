@@ -282,12 +282,15 @@ func errorType(err error) string {
 		{idem.ErrRetriesExhausted, "retries_exhausted"},
 		{idem.ErrUnavailable, "unavailable"},
 		{idem.ErrLockTimeout, "lock_timeout"},
-		{idem.ErrResponseTooLarge, "response_too_large"},
-		{idem.ErrTxEnded, "tx_ended"},
+		{idem.ErrTooLarge, "too_large"},
 	} {
 		if errors.Is(err, m.err) {
 			return m.name
 		}
+	}
+	var ended *idem.TxEndedError
+	if errors.As(err, &ended) {
+		return "tx_ended"
 	}
 	return "other"
 }

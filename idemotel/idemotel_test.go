@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -447,5 +448,29 @@ func TestTakeoverCounter(t *testing.T) {
 	leased := []attribute.KeyValue{idemotel.AttrTable.String(idem.DefaultTable), idemotel.AttrOutcome.String("won"), idemotel.AttrReadFirst.Bool(false), idemotel.AttrLease.Bool(true)}
 	if got := sum(t, m["idem.claims"], leased...); got != 2 {
 		t.Errorf("idem.claims of lease mode, won = %d, want 2 (the fresh lease and the takeover)", got)
+	}
+}
+
+// TestErrorTypes: error.type names the idem meaning an error from Do
+// matches: a response too large to store is too_large (whichever limit
+// refused it), a function that ended its transaction is tx_ended, and a
+// finished transaction that is not Do's doing is no more than other.
+func TestErrorTypes(t *testing.T) {
+	ctx := context.Background()
+	tm := newTelemetry(t)
+	for _, err := range []error{
+		fmt.Errorf("idem: response body of 9 bytes is over Config.MaxBody (8): %w", idem.ErrTooLarge),
+		dialect.Classified(dialect.ErrTooLarge, errors.New("max_allowed_packet")),
+		&idem.TxEndedError{Scope: "s", Key: "k", Err: dialect.Classified(dialect.ErrTxDone, sql.ErrTxDone)},
+		dialect.Classified(dialect.ErrTxDone, sql.ErrTxDone),
+	} {
+		_, done := tm.obs.StartDo(ctx, request("k", "x"))
+		done(idem.Result{}, err)
+	}
+	m := tm.metrics(t)
+	for typ, want := range map[string]uint64{"too_large": 2, "tx_ended": 1, "other": 1} {
+		if n, _ := histogram[float64](t, m["idem.do.duration"], attribute.String("error.type", typ)); n != want {
+			t.Errorf("idem.do.duration{error.type=%s}: %d, want %d", typ, n, want)
+		}
 	}
 }

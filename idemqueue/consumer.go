@@ -329,7 +329,7 @@ func (c *Consumer[TTx]) failed(ctx context.Context, m Message, key string, err e
 		return Decision{Action: Retry, Err: err}
 	case c.cfg.Permanent(err),
 		errors.Is(err, idem.ErrInvalidKey), errors.Is(err, idem.ErrInvalidScope),
-		errors.Is(err, idem.ErrResponseTooLarge):
+		errors.Is(err, idem.ErrTooLarge):
 		return Decision{Action: Reject, Err: err}
 	}
 	return Decision{Action: Retry, Delay: c.cfg.RetryDelay(m.Delivery), Err: err}

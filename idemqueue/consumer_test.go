@@ -238,7 +238,7 @@ func TestDecisions(t *testing.T) {
 			name:    "result too large to store: reject",
 			idemCfg: idem.Config{MaxBody: 4},
 			m:       msg("q", "m-1", "x"),
-			action:  idemqueue.Reject, errIs: []error{idem.ErrResponseTooLarge},
+			action:  idemqueue.Reject, errIs: []error{idem.ErrTooLarge},
 		},
 		{
 			name: "status 0 refused by the store's policy: retry",

@@ -4,6 +4,25 @@
 // and 11.8, a MariaDB 11.8 Galera cluster) and uses only SQL both accept (no
 // RETURNING; LOCK IN SHARE MODE rather than FOR SHARE).
 //
+// New(ctx, db, Options) on a *sql.DB opened with the "mysql" driver gives a
+// Driver whose transactions are *sql.Tx; it is what idem.New takes:
+//
+//	db, err := sql.Open("mysql", "app@tcp(db:3306)/orders")
+//	if err != nil { ... }
+//	driver, err := mysql.New(ctx, db, mysql.Options{})
+//	if err != nil { ... }
+//	store, err := idem.New(driver, idem.Config{})
+//
+// Options.Isolation is the level transactions begin with (the server's,
+// REPEATABLE READ unless configured, by default). New reads the server's
+// version and settings, bounded by ctx, and refuses (with
+// idem.ErrInvalidConfig) a nil *sql.DB or one of another driver, a level
+// InnoDB lacks, a session whose sql_mode is not strict (STRICT_TRANS_TABLES
+// or STRICT_ALL_TABLES), where MySQL would silently truncate values, and
+// servers older than MySQL 8.0.1 or MariaDB 10.6 (no SKIP LOCKED for
+// purge). None of the DSN settings clientFoundRows, parseTime, loc,
+// interpolateParams or multiStatements changes idem's behaviour.
+//
 // What InnoDB needs, and this package does:
 //
 //   - The claim is a plain INSERT. It succeeds for the winner; a loser gets
@@ -50,13 +69,13 @@
 //     variable, the claim's statements turn it off for themselves, so the
 //     loser reads the latest record as above.
 //
-//   - On a MariaDB Galera node, lookups are causal reads (galera.go); the
+//   - On a MariaDB Galera node, lookups are causal reads; the
 //     claim relies on certification: a claim that raced another node's, or
 //     ran before its node applied another node's committed record, may win
 //     locally, and then fails with 1213 at a later statement or at COMMIT,
 //     which Do retries and replays. A won claim is final only once COMMIT
 //     succeeds. Now and then the server reports that abort to no
-//     statement; only a lease claim checks for it (galera.go).
+//     statement; only a lease claim checks for it.
 //
 //   - Errors are classified by *mysql.MySQLError numbers, never by text.
 //
@@ -76,18 +95,6 @@
 //     since DDL commits on its own here). Store.Migrate takes a named lock
 //     of the session (GET_LOCK) so that several processes may migrate at
 //     once.
-//
-// DSN settings: none of clientFoundRows, parseTime, loc, interpolateParams or
-// multiStatements changes idem's behaviour. New refuses a session whose
-// sql_mode is not strict (STRICT_TRANS_TABLES or STRICT_ALL_TABLES), where
-// MySQL would silently truncate values, and servers older than MySQL 8.0.1
-// or MariaDB 10.6 (no SKIP LOCKED for purge).
-//
-// Files: mysql.go the driver and server checks, variables.go the server
-// variables read there, dialect.go the lifecycle's statements, statements.go
-// and migrations/ the SQL text, classify.go the error numbers, galera.go
-// what changes on Galera, inline.go literal values, prepared.go the pool's
-// prepared lookups.
 package mysql
 
 import (
@@ -123,11 +130,7 @@ type Driver struct {
 
 // checkIsolation refuses a level InnoDB does not have.
 func checkIsolation(l sql.IsolationLevel) error {
-	switch l {
-	case sql.LevelDefault, sql.LevelReadCommitted, sql.LevelRepeatableRead, sql.LevelSerializable:
-		return nil
-	}
-	return fmt.Errorf("mysql: %w: isolation level %v is not supported", dialect.ErrInvalidConfig, l)
+	return dialect.CheckIsolation("mysql", l, sql.LevelReadCommitted, sql.LevelRepeatableRead, sql.LevelSerializable)
 }
 
 var _ dialect.Driver[*sql.Tx] = (*Driver)(nil)
@@ -146,15 +149,12 @@ type server struct {
 	snapshotIsolation bool
 }
 
-// New returns a driver on db after checking the server: its version, its
-// max_allowed_packet (bodies that cannot fit are refused) and a strict
-// sql_mode.
+// New returns a Driver on db, after checking the server (ctx bounds that):
+// its version, its max_allowed_packet (bodies that cannot fit are refused)
+// and a strict sql_mode.
 func New(ctx context.Context, db *sql.DB, opts Options) (*Driver, error) {
-	if db == nil {
-		return nil, fmt.Errorf("mysql: %w: nil *sql.DB", dialect.ErrInvalidConfig)
-	}
-	if _, ok := db.Driver().(*mysqldriver.MySQLDriver); !ok {
-		return nil, fmt.Errorf("mysql: %w: *sql.DB uses driver %T, not github.com/go-sql-driver/mysql", dialect.ErrInvalidConfig, db.Driver())
+	if err := dialect.CheckSQLDB[*mysqldriver.MySQLDriver]("mysql", db, "github.com/go-sql-driver/mysql"); err != nil {
+		return nil, err
 	}
 	if err := checkIsolation(opts.Isolation); err != nil {
 		return nil, err
@@ -222,33 +222,34 @@ func versionAtLeast(v, oldest [3]int) bool {
 	return true
 }
 
-// mysqlDialect returns the MySQL dialect.
+// DB returns the *sql.DB the driver runs on, as New was given it.
+func (d *Driver) DB() *sql.DB { return d.db }
+
+// Dialect returns the MySQL dialect: the statements idem runs.
 func (d *Driver) Dialect() dialect.Dialect { return d.dialect }
 
-// Pool runs statements on the *sql.DB.
+// Pool runs idem's statements outside any caller's transaction, on the
+// *sql.DB; its lookups run prepared.
 func (d *Driver) Pool() dialect.Queryer { return d.pool }
 
-// Wrap adapts a *sql.Tx the caller began on this database.
-func (d *Driver) Wrap(tx *sql.Tx) (dialect.Queryer, error) {
-	if tx == nil {
-		return nil, fmt.Errorf("%w: nil *sql.Tx", dialect.ErrBadTx)
-	}
-	return dialect.NewSQLQueryer(tx)
-}
+// Wrap adapts a *sql.Tx the caller began on this database, for
+// Store.Claim. It returns an error wrapping ErrBadTx for a nil transaction;
+// statements on a finished one fail with ErrTxDone.
+func (d *Driver) Wrap(tx *sql.Tx) (dialect.Queryer, error) { return dialect.NewSQLQueryer(tx) }
 
 // Begin starts a transaction at the asked isolation level (the configured
-// one by default). A COMMIT lost with its connection is reported as
-// ErrCommitUnknown.
+// one by default), on any connection of the pool. A COMMIT lost with its
+// connection is reported as ErrCommitUnknown.
 func (d *Driver) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.Tx[*sql.Tx], error) {
 	level := opts.IsolationOr(d.level)
 	if err := checkIsolation(level); err != nil {
 		return nil, err
 	}
-	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: level})
+	tx, err := dialect.BeginSQL(ctx, d.db, dialect.SQLBegin{Options: &sql.TxOptions{Isolation: level}, CommitError: commitError})
 	if err != nil {
 		return nil, err
 	}
-	return dialect.NewSQLTx(ctx, tx, commitError, nil), nil
+	return tx, nil
 }
 
 // lockWaitSeconds renders the wait bound for innodb_lock_wait_timeout,

@@ -13,7 +13,7 @@ import (
 	"github.com/idemkit/idem/dialect"
 )
 
-// Driver runs idem on a pgx connection pool; transactions are pgx.Tx.
+// Driver runs idem on a pgx connection pool; its transactions are pgx.Tx.
 type Driver struct {
 	pool    *pgxpool.Pool
 	level   sql.IsolationLevel
@@ -22,7 +22,7 @@ type Driver struct {
 
 var _ dialect.Driver[pgx.Tx] = (*Driver)(nil)
 
-// New returns a native pgx driver on pool, after checking the server's
+// New returns a Driver on pool, native pgx, after checking the server's
 // version (ctx bounds that).
 func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver, error) {
 	if pool == nil {
@@ -51,15 +51,19 @@ func pgxLevel(l sql.IsolationLevel) pgx.TxIsoLevel {
 	return ""
 }
 
-// postgresDialect returns the PostgreSQL dialect.
+// DB returns the *pgxpool.Pool the driver runs on, as New was given it.
+func (d *Driver) DB() *pgxpool.Pool { return d.pool }
+
+// Dialect returns the PostgreSQL dialect: the statements idem runs.
 func (d *Driver) Dialect() dialect.Dialect { return d.dialect }
 
-// Pool runs statements on the pool, outside any caller's transaction.
+// Pool runs idem's statements outside any caller's transaction, on the
+// *pgxpool.Pool.
 func (d *Driver) Pool() dialect.Queryer { return pgxQueryer{d.pool} }
 
-// Wrap adapts a pgx transaction the caller began. It returns an error
-// wrapping ErrBadTx for a nil transaction; statements on a finished one fail
-// with ErrTxDone.
+// Wrap adapts a pgx.Tx the caller began on this database, for Store.Claim.
+// It returns an error wrapping ErrBadTx for a nil transaction; statements
+// on a finished one fail with ErrTxDone.
 func (d *Driver) Wrap(tx pgx.Tx) (dialect.Queryer, error) {
 	if tx == nil {
 		return nil, fmt.Errorf("%w: nil pgx.Tx", dialect.ErrBadTx)
@@ -67,10 +71,11 @@ func (d *Driver) Wrap(tx pgx.Tx) (dialect.Queryer, error) {
 	return pgxQueryer{tx}, nil
 }
 
-// Begin takes a connection from the pool for a transaction at the asked
-// isolation level (the configured one by default). BEGIN is not sent yet:
-// it goes with the transaction's first statements (the claim) in one round
-// trip.
+// Begin starts a transaction at the asked isolation level (the configured
+// one by default). It takes a connection from the pool but sends no BEGIN
+// yet: BEGIN goes with the transaction's first statements (the claim) in
+// one round trip, and the completing UPDATE with COMMIT. A COMMIT lost with
+// its connection is reported as ErrCommitUnknown.
 func (d *Driver) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.Tx[pgx.Tx], error) {
 	level := opts.IsolationOr(d.level)
 	if err := checkIsolation(level); err != nil {

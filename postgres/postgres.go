@@ -1,10 +1,26 @@
-// Package postgres is idem's PostgreSQL backend, on github.com/jackc/pgx/v5.
-// It has two ways in, both running the full conformance suite:
+// Package postgres is idem's PostgreSQL backend, on github.com/jackc/pgx/v5,
+// for PostgreSQL 13 and later. It has two ways in, both running the full
+// conformance suite:
 //
-//   - native pgx: New(ctx, pool, opts) gives a driver whose transactions are
-//     pgx.Tx;
-//   - database/sql: NewSQL(ctx, db, opts) for a *sql.DB opened with pgx's
-//     stdlib driver ("pgx"), whose transactions are *sql.Tx.
+//   - native pgx: New(ctx, pool, Options) on a *pgxpool.Pool gives a Driver
+//     whose transactions are pgx.Tx;
+//   - database/sql: NewSQL(ctx, db, Options) on a *sql.DB opened with pgx's
+//     stdlib driver ("pgx") gives an SQLDriver whose transactions are
+//     *sql.Tx.
+//
+// Either is what idem.New takes:
+//
+//	pool, err := pgxpool.New(ctx, "postgres://app@db/orders")
+//	if err != nil { ... }
+//	driver, err := postgres.New(ctx, pool, postgres.Options{})
+//	if err != nil { ... }
+//	store, err := idem.New(driver, idem.Config{})
+//
+// Options.Isolation is the level transactions begin with (PostgreSQL's
+// default, READ COMMITTED, unless set). New and NewSQL check the server's
+// version, bounded by ctx, and refuse (with idem.ErrInvalidConfig) a nil
+// handle, a *sql.DB of another driver, a level PostgreSQL lacks and a server
+// older than PostgreSQL 13.
 //
 // What PostgreSQL needs, and this package does:
 //
@@ -69,13 +85,7 @@
 // Keys and scopes are text COLLATE "C" (byte order, byte equality); times
 // are timestamptz, and the retention is added as a number of microseconds
 // (an interval with a days part would depend on the session's time zone);
-// the database's clock is statement_timestamp(). New and NewSQL refuse a
-// server older than PostgreSQL 13.
-//
-// Files: postgres.go options and server checks, pgx.go and sql.go the two
-// drivers, tx.go the pgx transaction, dialect.go the lifecycle's
-// statements, statements.go and migrations/ the SQL text, classify.go the
-// SQLSTATE mapping, pipeline.go the pipelining.
+// the database's clock is statement_timestamp().
 package postgres
 
 import (
@@ -96,11 +106,7 @@ type Options struct {
 
 // checkIsolation refuses a level PostgreSQL does not have.
 func checkIsolation(l sql.IsolationLevel) error {
-	switch l {
-	case sql.LevelDefault, sql.LevelReadCommitted, sql.LevelRepeatableRead, sql.LevelSerializable:
-		return nil
-	}
-	return fmt.Errorf("postgres: %w: isolation level %v is not supported", dialect.ErrInvalidConfig, l)
+	return dialect.CheckIsolation("postgres", l, sql.LevelReadCommitted, sql.LevelRepeatableRead, sql.LevelSerializable)
 }
 
 // minServerVersion is PostgreSQL 13, as server_version_num.

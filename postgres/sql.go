@@ -12,7 +12,7 @@ import (
 )
 
 // SQLDriver runs idem on a *sql.DB opened with pgx's database/sql driver
-// (sql.Open("pgx", dsn), stdlib.OpenDB or stdlib.OpenDBFromPool);
+// (sql.Open("pgx", dsn), stdlib.OpenDB or stdlib.OpenDBFromPool); its
 // transactions are *sql.Tx.
 type SQLDriver struct {
 	db      *sql.DB
@@ -23,15 +23,12 @@ type SQLDriver struct {
 
 var _ dialect.Driver[*sql.Tx] = (*SQLDriver)(nil)
 
-// NewSQL returns a database/sql driver on db, after checking the server's
-// version (ctx bounds that). It refuses a *sql.DB of another driver
+// NewSQL returns an SQLDriver on db, after checking the server's version
+// (ctx bounds that). It refuses a *sql.DB of another driver
 // (lib/pq's errors could not be classified).
 func NewSQL(ctx context.Context, db *sql.DB, opts Options) (*SQLDriver, error) {
-	if db == nil {
-		return nil, fmt.Errorf("postgres: %w: nil *sql.DB", dialect.ErrInvalidConfig)
-	}
-	if _, ok := db.Driver().(*stdlib.Driver); !ok {
-		return nil, fmt.Errorf("postgres: %w: *sql.DB uses driver %T, not github.com/jackc/pgx/v5/stdlib", dialect.ErrInvalidConfig, db.Driver())
+	if err := dialect.CheckSQLDB[*stdlib.Driver]("postgres", db, "github.com/jackc/pgx/v5/stdlib"); err != nil {
+		return nil, err
 	}
 	if err := checkIsolation(opts.Isolation); err != nil {
 		return nil, err
@@ -46,53 +43,49 @@ func NewSQL(ctx context.Context, db *sql.DB, opts Options) (*SQLDriver, error) {
 	return &SQLDriver{db: db, level: opts.Isolation, pool: pool, dialect: newDialect()}, nil
 }
 
-// postgresDialect returns the PostgreSQL dialect.
+// DB returns the *sql.DB the driver runs on, as NewSQL was given it.
+func (d *SQLDriver) DB() *sql.DB { return d.db }
+
+// Dialect returns the PostgreSQL dialect: the statements idem runs.
 func (d *SQLDriver) Dialect() dialect.Dialect { return d.dialect }
 
-// Pool runs statements on the *sql.DB.
+// Pool runs idem's statements outside any caller's transaction, on the
+// *sql.DB.
 func (d *SQLDriver) Pool() dialect.Queryer { return d.pool }
 
-// Wrap adapts a *sql.Tx the caller began on this database.
-func (d *SQLDriver) Wrap(tx *sql.Tx) (dialect.Queryer, error) {
-	if tx == nil {
-		return nil, fmt.Errorf("%w: nil *sql.Tx", dialect.ErrBadTx)
-	}
-	return dialect.NewSQLQueryer(tx)
-}
+// Wrap adapts a *sql.Tx the caller began on this database, for
+// Store.Claim. It returns an error wrapping ErrBadTx for a nil transaction;
+// statements on a finished one fail with ErrTxDone.
+func (d *SQLDriver) Wrap(tx *sql.Tx) (dialect.Queryer, error) { return dialect.NewSQLQueryer(tx) }
 
 // Begin starts a transaction at the asked isolation level (the configured
-// one by default) on a connection of its own, so that statements that go
-// together (a takeover's) can be pipelined on it (database/sql sends BEGIN
-// by itself).
+// one by default). It runs on a connection of its own, so that statements
+// that go together (a takeover's) are pipelined on it; database/sql sends
+// BEGIN by itself. A COMMIT lost with its connection is reported as
+// ErrCommitUnknown.
 func (d *SQLDriver) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.Tx[*sql.Tx], error) {
 	level := opts.IsolationOr(d.level)
 	if err := checkIsolation(level); err != nil {
 		return nil, err
 	}
-	conn, err := d.db.Conn(ctx)
+	tx, err := dialect.BeginSQL(ctx, d.db, dialect.SQLBegin{
+		Options: &sql.TxOptions{Isolation: level}, CommitError: commitError, OwnConn: true,
+	})
 	if err != nil {
 		return nil, err
 	}
-	tx, err := conn.BeginTx(ctx, &sql.TxOptions{Isolation: level})
-	if err != nil {
-		conn.Close()
-		return nil, err
-	}
-	return sqlTx{SQLTx: dialect.NewSQLTx(ctx, tx, commitError, func() { conn.Close() }), conn: conn}, nil
+	return sqlTx{tx}, nil
 }
 
 // sqlTx pipelines statements on the transaction's connection.
-type sqlTx struct {
-	*dialect.SQLTx
-	conn *sql.Conn
-}
+type sqlTx struct{ *dialect.SQLTx }
 
 var _ dialect.Pipeliner = sqlTx{}
 
 // Pipeline sends stmts on the pgx connection under the transaction, in one
 // round trip; the server runs them inside the transaction.
 func (t sqlTx) Pipeline(ctx context.Context, stmts ...dialect.Statement) error {
-	err := t.conn.Raw(func(dc any) error {
+	err := t.Conn().Raw(func(dc any) error {
 		c, ok := dc.(*stdlib.Conn)
 		if !ok {
 			return fmt.Errorf("postgres: database/sql connection is a %T, not a *stdlib.Conn", dc)

@@ -1,6 +1,20 @@
 // Package sqlite is idem's SQLite backend, on modernc.org/sqlite (pure Go, no
 // cgo).
 //
+// Open a database with Open, which adds the settings the backend relies on
+// to the DSN, and give it to New(ctx, db, Options); the Driver's
+// transactions are *sql.Tx, and it is what idem.New takes:
+//
+//	db, err := sqlite.Open("orders.db") // or ":memory:"
+//	if err != nil { ... }
+//	driver, err := sqlite.New(ctx, db, sqlite.Options{})
+//	if err != nil { ... }
+//	store, err := idem.New(driver, idem.Config{})
+//
+// New refuses a nil *sql.DB and one of another driver (idem.ErrInvalidConfig),
+// and an in-memory database whose pooled connections would each see a
+// different one (ErrPrivateMemory).
+//
 // SQLite has one writer at a time. Write transactions begin IMMEDIATE, so a
 // claim takes the write lock before it reads anything: a deferred
 // transaction that read first would fail on its first write once another
@@ -21,11 +35,6 @@
 // comparison are exact; the database's clock is unixepoch('subsec')
 // (millisecond resolution). Keys and scopes are TEXT compared with the
 // BINARY collation: byte for byte.
-//
-// Files: sqlite.go the driver, open.go opening a database, dialect.go the
-// lifecycle's statements, statements.go and migrations/ the SQL text,
-// classify.go the error mapping, prepared.go the prepared statements, tx.go
-// the transaction.
 package sqlite
 
 import (
@@ -68,11 +77,8 @@ var _ dialect.Driver[*sql.Tx] = (*Driver)(nil)
 // DefaultBusyTimeout). Set it there, not with a PRAGMA on one pooled
 // connection, which a transaction of idem's would undo.
 func New(ctx context.Context, db *sql.DB, _ Options) (*Driver, error) {
-	if db == nil {
-		return nil, fmt.Errorf("sqlite: %w: nil *sql.DB", dialect.ErrInvalidConfig)
-	}
-	if _, ok := db.Driver().(*sqlite.Driver); !ok {
-		return nil, fmt.Errorf("sqlite: %w: *sql.DB uses driver %T, not modernc.org/sqlite", dialect.ErrInvalidConfig, db.Driver())
+	if err := dialect.CheckSQLDB[*sqlite.Driver]("sqlite", db, "modernc.org/sqlite"); err != nil {
+		return nil, err
 	}
 	if err := checkSharedMemory(ctx, db); err != nil {
 		return nil, err
@@ -89,20 +95,21 @@ func New(ctx context.Context, db *sql.DB, _ Options) (*Driver, error) {
 	return &Driver{db: db, dialect: newDialect(), pool: poolPreparer{Queryer: pool, cache: stmts}, stmts: stmts, busy: busy}, nil
 }
 
-// sqliteDialect returns the SQLite dialect.
-func (d *Driver) Dialect() dialect.Dialect { return d.dialect }
-
-// Pool returns the database for statements outside a caller's transaction.
-func (d *Driver) Pool() dialect.Queryer { return d.pool }
-
-// DB returns the database the driver runs on.
+// DB returns the *sql.DB the driver runs on, as New was given it.
 func (d *Driver) DB() *sql.DB { return d.db }
 
-// Wrap adapts a transaction the caller began on this database.
+// Dialect returns the SQLite dialect: the statements idem runs.
+func (d *Driver) Dialect() dialect.Dialect { return d.dialect }
+
+// Pool runs idem's statements outside any caller's transaction, on the
+// *sql.DB; they run prepared.
+func (d *Driver) Pool() dialect.Queryer { return d.pool }
+
+// Wrap adapts a *sql.Tx the caller began on this database, for
+// Store.Claim. It returns an error wrapping ErrBadTx for a nil transaction;
+// statements on a finished one fail with ErrTxDone. idem's statements in it
+// run prepared.
 func (d *Driver) Wrap(tx *sql.Tx) (dialect.Queryer, error) {
-	if tx == nil {
-		return nil, fmt.Errorf("%w: nil *sql.Tx", dialect.ErrBadTx)
-	}
 	q, err := dialect.NewSQLQueryer(tx)
 	if err != nil {
 		return nil, err
@@ -121,27 +128,32 @@ func (d *Driver) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.
 	// Statements first seen in earlier transactions are prepared here,
 	// while this goroutine holds no connection.
 	d.stmts.prepareWanted(ctx)
-	conn, err := d.db.Conn(ctx)
-	if err != nil {
-		return nil, err
-	}
-	previous := d.busy
 	wait := opts.WaitBound
 	if wait <= 0 {
 		wait = DefaultBusyTimeout
 	}
-	want := max(wait.Milliseconds(), 1)
-	release := func() { conn.Close() }
-	if want != previous {
-		// Set the wait bound for this transaction, and put the
-		// connection's own busy_timeout back afterwards. When they are
-		// equal (Open's default and the default WaitBound), neither
-		// statement is needed.
+	// No isolation level: the DSN's _txlock=immediate makes BEGIN
+	// IMMEDIATE, and every SQLite transaction is serializable.
+	tx, err := dialect.BeginSQL(ctx, d.db, dialect.SQLBegin{OwnConn: true, Setup: d.waitBound(wait)})
+	if err != nil {
+		return nil, err
+	}
+	return newTx(tx, d.stmts), nil
+}
+
+// waitBound sets a transaction's connection's busy_timeout to wait, and
+// puts the pool's back afterwards. When they are equal (Open's default and
+// the default WaitBound), neither statement is needed.
+func (d *Driver) waitBound(wait time.Duration) func(context.Context, *sql.Conn) (func(), error) {
+	return func(ctx context.Context, conn *sql.Conn) (func(), error) {
+		previous, want := d.busy, max(wait.Milliseconds(), 1)
+		if want == previous {
+			return nil, nil
+		}
 		if _, err := conn.ExecContext(ctx, busyTimeout(want)); err != nil {
-			conn.Close()
 			return nil, err
 		}
-		release = func() {
+		return func() {
 			// Bounded, and on a context of its own: the caller's may have ended.
 			rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
@@ -149,15 +161,8 @@ func (d *Driver) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.
 				// The connection would keep the wait bound: drop it instead.
 				_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 			}
-			conn.Close()
-		}
+		}, nil
 	}
-	tx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		release()
-		return nil, err
-	}
-	return newTx(ctx, tx, d.stmts, release), nil
 }
 
 func busyTimeout(ms int64) string { return "PRAGMA busy_timeout = " + strconv.FormatInt(ms, 10) }

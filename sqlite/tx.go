@@ -21,9 +21,8 @@ var (
 	_ dialect.Preparer    = tx{}
 )
 
-func newTx(ctx context.Context, t *sql.Tx, cache *stmtCache, release func()) tx {
-	sqlTx := dialect.NewSQLTx(ctx, t, nil, release)
-	return tx{SQLTx: sqlTx, prepared: txPreparer{Queryer: sqlTx, tx: t, cache: cache}}
+func newTx(sqlTx *dialect.SQLTx, cache *stmtCache) tx {
+	return tx{SQLTx: sqlTx, prepared: txPreparer{Queryer: sqlTx, tx: sqlTx.Native(), cache: cache}}
 }
 
 // ExecPrepared runs one of the dialect's statements prepared.

@@ -119,6 +119,22 @@ func TestNewRefusesOtherDriver(t *testing.T) {
 	}
 }
 
+// The driver gives back the handle it was made with (DB) and refuses a nil
+// transaction in Wrap with ErrBadTx.
+func TestDriverAccessors(t *testing.T) {
+	db := open(t, "")
+	d, err := mysql.New(t.Context(), db, mysql.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.DB() != db {
+		t.Errorf("DB() is not the *sql.DB New was given")
+	}
+	if _, err := d.Wrap(nil); !errors.Is(err, idem.ErrBadTx) {
+		t.Errorf("Wrap(nil): %v, want ErrBadTx", err)
+	}
+}
+
 // A body over the server's max_allowed_packet is a typed error, the effect
 // is rolled back, and the connection stays usable.
 func TestBodyOverMaxAllowedPacket(t *testing.T) {

@@ -85,3 +85,30 @@ func TestNewRefusesBadInput(t *testing.T) {
 		t.Errorf("NewSQL with linearizable isolation: %v, want ErrInvalidConfig", err)
 	}
 }
+
+// Both drivers give back the handle they were made with (DB) and refuse a
+// nil transaction in Wrap with ErrBadTx.
+func TestDriverAccessors(t *testing.T) {
+	ctx := t.Context()
+	pool, db := connect(t)
+	native, err := postgres.New(ctx, pool, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	viaSQL, err := postgres.NewSQL(ctx, db, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if native.DB() != pool || viaSQL.DB() != db {
+		t.Errorf("DB() is not the handle New and NewSQL were given")
+	}
+	if native.Dialect().Name() != viaSQL.Dialect().Name() {
+		t.Errorf("the drivers' dialects differ: %q and %q", native.Dialect().Name(), viaSQL.Dialect().Name())
+	}
+	if _, err := native.Wrap(nil); !errors.Is(err, idem.ErrBadTx) {
+		t.Errorf("pgx Wrap(nil): %v, want ErrBadTx", err)
+	}
+	if _, err := viaSQL.Wrap(nil); !errors.Is(err, idem.ErrBadTx) {
+		t.Errorf("database/sql Wrap(nil): %v, want ErrBadTx", err)
+	}
+}
