@@ -3,9 +3,9 @@
 // the seed's SQL as written (seed), and wrapped by idem, through Store.Do and
 // through the HTTP middleware (ServeHTTP, no network), and the paths every
 // retry takes: a replay, a mismatch, and many clients racing on few keys.
-// Next to them it measures alternatives to idem's claim written here (a
-// claim decided under a lock that writes the record once, a read pipelined
-// with the claim) on the library's own core. It runs each path at several
+// (The alternatives to idem's claim it once measured are described, with
+// the commit that holds their code, in docs/bench/alternatives.md.) It
+// runs each path at several
 // levels of concurrency in interleaved rounds against SQLite, PostgreSQL
 // (pgx native, database/sql, and database/sql through a connector that
 // holds BEGIN back) and MySQL or MariaDB (as configured, and with

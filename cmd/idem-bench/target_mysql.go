@@ -10,7 +10,6 @@ import (
 
 	mysqldriver "github.com/go-sql-driver/mysql"
 
-	"github.com/idemkit/idem/dialect"
 	"github.com/idemkit/idem/mysql"
 )
 
@@ -111,12 +110,7 @@ func newMySQLTarget(dsn, params, prefix string, conns int, via *delayProxy) (*ta
 		db.Close()
 		return nil, err
 	}
-	alternatives := map[string]dialect.Dialect{}
-	if base, ok := drv.Dialect().(*mysql.Dialect); ok && name != "mysql" {
-		// The lock alternative bounds its wait with MariaDB's SET STATEMENT.
-		alternatives[schemeLock] = newMariadbLock(base)
-	}
-	if err := storeOps(t, drv, sqlInsert(orders, "?, ?"), alternatives); err != nil {
+	if err := storeOps(t, drv, sqlInsert(orders, "?, ?")); err != nil {
 		db.Close()
 		return nil, err
 	}

@@ -140,7 +140,7 @@ func newPgxTarget(dsn, prefix string, conns int, via *delayProxy) (*target, erro
 	if err := storeOps(t, drv, func(ctx context.Context, tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, insertSQL, customer, itemID)
 		return err
-	}, postgresAlternatives()); err != nil {
+	}); err != nil {
 		pool.Close()
 		return nil, err
 	}
@@ -156,11 +156,6 @@ func newPgxTarget(dsn, prefix string, conns int, via *delayProxy) (*target, erro
 		return postgresCopy(ctx, pool, table, n, progress)
 	}
 	return t, nil
-}
-
-// postgresAlternatives are the benchmark's PostgreSQL dialects, by scheme.
-func postgresAlternatives() map[string]dialect.Dialect {
-	return map[string]dialect.Dialect{schemePeek: newPgPeek(), schemeClaimRead: newPgClaimRead(), schemeLock: newPgLock()}
 }
 
 // postgresCopy loads n completed records into table with COPY, a million
@@ -235,7 +230,7 @@ func newPgSQLTarget(dsn, prefix string, conns int, via *delayProxy, lazy bool) (
 		db.Close()
 		return nil, err
 	}
-	if err := storeOps(t, drv, sqlInsert(t.orders, "$1, $2"), postgresAlternatives()); err != nil {
+	if err := storeOps(t, drv, sqlInsert(t.orders, "$1, $2")); err != nil {
 		db.Close()
 		return nil, err
 	}

@@ -10,7 +10,6 @@ import (
 
 	sqlitedriver "modernc.org/sqlite"
 
-	"github.com/idemkit/idem/dialect"
 	"github.com/idemkit/idem/sqlite"
 )
 
@@ -78,8 +77,7 @@ func newSQLiteTarget(dir string, conns int) (*target, error) {
 		db.Close()
 		return nil, err
 	}
-	lite, _ := drv.Dialect().(*sqlite.Dialect)
-	if err := storeOps(t, drv, sqlInsert(orders, "?, ?"), map[string]dialect.Dialect{schemeLock: newSQLiteLock(lite)}); err != nil {
+	if err := storeOps(t, drv, sqlInsert(orders, "?, ?")); err != nil {
 		db.Close()
 		return nil, err
 	}

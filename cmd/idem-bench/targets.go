@@ -12,7 +12,7 @@ import (
 )
 
 // target is one backend under test: the ways of sending the write (its
-// schemes: bare, floor, seed, idem and the alternatives), and what the
+// schemes: bare, floor, seed and idem), and what the
 // report needs to know about the database.
 type target struct {
 	name   string // "postgres/pgx"
@@ -100,19 +100,9 @@ func doOn[TTx any](store *idem.Store[TTx], insert func(ctx context.Context, tx T
 	}
 }
 
-// withDialect is a driver whose dialect is replaced: the benchmark's
-// alternative claims run through the library's own core and drivers.
-type withDialect[TTx any] struct {
-	dialect.Driver[TTx]
-	d dialect.Dialect
-}
-
-func (w withDialect[TTx]) Dialect() dialect.Dialect { return w.d }
-
 // storeOps adds the idem schemes of a target on a driver of any
-// transaction type; insert is the user's write in that type. alternatives
-// are the benchmark's own dialects for the same driver, by scheme name.
-func storeOps[TTx any](t *target, drv dialect.Driver[TTx], insert func(ctx context.Context, tx TTx) error, alternatives map[string]dialect.Dialect) error {
+// transaction type; insert is the user's write in that type.
+func storeOps[TTx any](t *target, drv dialect.Driver[TTx], insert func(ctx context.Context, tx TTx) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	store, err := idem.New(drv, idem.Config{Table: t.keys})
@@ -131,16 +121,6 @@ func storeOps[TTx any](t *target, drv dialect.Driver[TTx], insert func(ctx conte
 		return err
 	}
 	t.schemes[schemeIdem], t.schemes[schemeReadFirst], t.schemes[schemeClaimOnly] = doOn(store, insert), doOn(readFirst, insert), doOn(claimOnly, insert)
-	for name, d := range alternatives {
-		// The alternatives are measured on their claim: their replays
-		// never read first (replay-rf and replay show what reading first
-		// does).
-		alt, err := idem.New[TTx](withDialect[TTx]{drv, d}, idem.Config{Table: t.keys, ReadFirst: idem.ReadFirstNever})
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		t.schemes[name] = doOn(alt, insert)
-	}
 	// The two purge modes are Store.Purge on stores that differ only in
 	// Config.PurgeDutyCycle: back to back (1), and paced (duty).
 	t.purge = func(ctx context.Context, duty float64) (idem.PurgeResult, error) {
