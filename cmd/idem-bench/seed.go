@@ -158,6 +158,21 @@ func pgxSeed(pool *pgxpool.Pool, s seedSQL, insertSQL string, piped bool) scheme
 	}
 }
 
+// pgxBare is the user's write alone on a pgx pool.
+func pgxBare(pool *pgxpool.Pool, insertSQL string) scheme {
+	return func(ctx context.Context, _ idem.Request, _ int64) (idem.Outcome, error) {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			return 0, err
+		}
+		defer tx.Rollback(context.WithoutCancel(ctx))
+		if _, err := tx.Exec(ctx, insertSQL, customer, itemID); err != nil {
+			return 0, err
+		}
+		return idem.Won, tx.Commit(ctx)
+	}
+}
+
 // pgxFloor sends the floor on a pooled pgx connection; piped: the key's
 // INSERT with COMMIT.
 func pgxFloor(pool *pgxpool.Pool, s seedSQL, insertSQL string, piped bool) scheme {
