@@ -50,20 +50,20 @@ const (
 )
 
 const (
-	pathBare          path = "bare"
-	pathFloor         path = "floor"
-	pathFloorPlain    path = "floor-plain"
-	pathSeed          path = "seed"
-	pathSeedPlain     path = "seed-plain"
-	pathIdem          path = "idem"
-	pathHTTP          path = "http"
-	pathIdemRF        path = "idem-rf"
-	pathReplay        path = "replay"
-	pathReplayRF      path = "replay-rf"
-	pathReplayClaim   path = "replay-claim"
-	pathSeedReplay    path = "seed-replay"
-	pathMismatch      path = "mismatch"
-	pathContended     path = "contended"
+	pathBare        path = "bare"
+	pathFloor       path = "floor"
+	pathFloorPlain  path = "floor-plain"
+	pathSeed        path = "seed"
+	pathSeedPlain   path = "seed-plain"
+	pathIdem        path = "idem"
+	pathHTTP        path = "http"
+	pathIdemRF      path = "idem-rf"
+	pathReplay      path = "replay"
+	pathReplayRF    path = "replay-rf"
+	pathReplayClaim path = "replay-claim"
+	pathSeedReplay  path = "seed-replay"
+	pathMismatch    path = "mismatch"
+	pathContended   path = "contended"
 )
 
 // pathDefs are every path, writes first (their order rotates each round),

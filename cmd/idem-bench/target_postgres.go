@@ -77,7 +77,10 @@ func newPgxTarget(dsn, prefix string, conns int, via *delayProxy) (*target, erro
 	if err != nil {
 		return nil, err
 	}
-	exec := func(ctx context.Context, s string, args ...any) error { _, err := pool.Exec(ctx, s, args...); return err }
+	exec := func(ctx context.Context, s string, args ...any) error {
+		_, err := pool.Exec(ctx, s, args...)
+		return err
+	}
 	t, err := newTarget("postgres/pgx", "postgres", prefix, w, exec, postgresOrders, postgresFill, pool.Close)
 	if err != nil {
 		return nil, err

@@ -9,7 +9,10 @@ import (
 // Helpers of the targets on database/sql.
 
 func sqlExec(db *sql.DB) execFunc {
-	return func(ctx context.Context, s string, args ...any) error { _, err := db.ExecContext(ctx, s, args...); return err }
+	return func(ctx context.Context, s string, args ...any) error {
+		_, err := db.ExecContext(ctx, s, args...)
+		return err
+	}
 }
 
 // sqlSizes reads the size of each table and its indexes with sizeQuery (one
