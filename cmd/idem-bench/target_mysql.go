@@ -81,13 +81,14 @@ func newMySQLTarget(dsn, params, prefix string, conns int, via *delayProxy) (*ta
 		var me *mysqldriver.MySQLError
 		return errors.As(err, &me) && me.Number == 1062
 	}
-	t.schemes[schemeBare] = sqlBare(db, insertSQL)
-	t.schemes[schemeFloor] = sqlFloor(db, sqlStyle{inline: true}, s, insertSQL)
-	t.schemes[schemeSeed] = sqlSeed(db, sqlStyle{inline: true}, s, insertSQL, duplicate)
+	inline, plain := sqlBegin(db, sqlStyle{inline: true}, insertSQL), sqlBegin(db, sqlStyle{}, insertSQL)
+	t.schemes[schemeBare] = bareScheme(plain)
+	t.schemes[schemeFloor] = floorScheme(inline, s)
+	t.schemes[schemeSeed] = seedScheme(inline, s, duplicate)
 	if !cfg.InterpolateParams {
 		// With interpolateParams the driver already sends values as text.
-		t.schemes[schemeFloorPlain] = sqlFloor(db, sqlStyle{}, s, insertSQL)
-		t.schemes[schemeSeedPlain] = sqlSeed(db, sqlStyle{}, s, insertSQL, duplicate)
+		t.schemes[schemeFloorPlain] = floorScheme(plain, s)
+		t.schemes[schemeSeedPlain] = seedScheme(plain, s, duplicate)
 	}
 	drv, err := mysql.New(ctx, db, mysql.Options{})
 	if err == nil {

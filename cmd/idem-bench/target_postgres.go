@@ -88,11 +88,12 @@ func newPgxTarget(dsn, prefix string, conns int, via *delayProxy) (*target, erro
 	postgresAdmin(ctx, t, exec, pool.QueryRow)
 	insertSQL := `INSERT INTO ` + t.orders + ` (customer, item_id) VALUES ($1, $2)`
 	s := newSeedSQL("postgres", t.keys)
-	t.schemes[schemeBare] = pgxBare(pool, insertSQL)
-	t.schemes[schemeFloor] = pgxFloor(pool, s, insertSQL, true)
-	t.schemes[schemeFloorPlain] = pgxFloor(pool, s, insertSQL, false)
-	t.schemes[schemeSeed] = pgxSeed(pool, s, insertSQL, true)
-	t.schemes[schemeSeedPlain] = pgxSeed(pool, s, insertSQL, false)
+	piped, plain := pgxBegin(pool, insertSQL, true), pgxBegin(pool, insertSQL, false)
+	t.schemes[schemeBare] = bareScheme(plain)
+	t.schemes[schemeFloor] = floorScheme(piped, s)
+	t.schemes[schemeFloorPlain] = floorScheme(plain, s)
+	t.schemes[schemeSeed] = seedScheme(piped, s, nil)
+	t.schemes[schemeSeedPlain] = seedScheme(plain, s, nil)
 	drv, err := postgres.New(ctx, pool, postgres.Options{})
 	if err == nil {
 		err = storeOps(t, drv, func(ctx context.Context, tx pgx.Tx) error {
@@ -161,9 +162,10 @@ func newPgSQLTarget(dsn, prefix string, conns int, via *delayProxy, lazy bool) (
 	s := newSeedSQL("postgres", t.keys)
 	// database/sql sends each statement alone, idem's included: the
 	// floor and the seed have one style here.
-	t.schemes[schemeBare] = sqlBare(db, insertSQL)
-	t.schemes[schemeFloor] = sqlFloor(db, sqlStyle{}, s, insertSQL)
-	t.schemes[schemeSeed] = sqlSeed(db, sqlStyle{}, s, insertSQL, nil)
+	plain := sqlBegin(db, sqlStyle{}, insertSQL)
+	t.schemes[schemeBare] = bareScheme(plain)
+	t.schemes[schemeFloor] = floorScheme(plain, s)
+	t.schemes[schemeSeed] = seedScheme(plain, s, nil)
 	var drv dialect.Driver[*sql.Tx]
 	if lazy {
 		drv, err = newLazyDriver(db)

@@ -87,11 +87,11 @@ func sqliteYardsticks(ctx context.Context, t *target, db *sql.DB) error {
 	if err != nil {
 		return err
 	}
-	st := sqlStyle{prepared: prepared}
-	t.schemes[schemeBare] = sqlBare(db, insertSQL)
-	t.schemes[schemeFloor] = sqlFloor(db, st, s, insertSQL)
-	t.schemes[schemeFloorPlain] = sqlFloor(db, sqlStyle{}, s, insertSQL)
-	t.schemes[schemeSeed] = sqlSeed(db, st, s, insertSQL, nil)
-	t.schemes[schemeSeedPlain] = sqlSeed(db, sqlStyle{}, s, insertSQL, nil)
+	idemStyle, plain := sqlBegin(db, sqlStyle{prepared: prepared}, insertSQL), sqlBegin(db, sqlStyle{}, insertSQL)
+	t.schemes[schemeBare] = bareScheme(plain)
+	t.schemes[schemeFloor] = floorScheme(idemStyle, s)
+	t.schemes[schemeFloorPlain] = floorScheme(plain, s)
+	t.schemes[schemeSeed] = seedScheme(idemStyle, s, nil)
+	t.schemes[schemeSeedPlain] = seedScheme(plain, s, nil)
 	return nil
 }
