@@ -267,7 +267,7 @@ func (r pgxRows) Close() error {
 type lazyDriver struct {
 	db   *sql.DB
 	pool dialect.Queryer
-	d    *postgres.Dialect
+	d    dialect.Dialect
 }
 
 var _ dialect.Driver[*sql.Tx] = (*lazyDriver)(nil)

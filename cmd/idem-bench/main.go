@@ -1,40 +1,26 @@
-// Command idem-bench measures what idem costs: the same write (BEGIN; INSERT
-// an order; COMMIT) bare, with the plainest record of its key (floor), with
-// the seed's SQL as written (seed), and wrapped by idem, through Store.Do and
-// through the HTTP middleware (ServeHTTP, no network), and the paths every
-// retry takes: a replay, a mismatch, and many clients racing on few keys.
-// Next to them it measures alternatives to idem's claim written here (a
-// claim decided under a lock that writes the record once, a read pipelined
-// with the claim) on the library's own core. It runs each path at several
-// levels of concurrency in interleaved rounds against SQLite, PostgreSQL
-// (pgx native, database/sql, and database/sql through a connector that
-// holds BEGIN back) and MySQL or MariaDB (as configured, and with
-// interpolateParams=true), optionally through a proxy that delays every
-// byte on loopback, and prints Markdown tables: throughput (median and
-// spread of the rounds), p50 and p99 latency, round trips and statements per
-// request (decoded from the client's own sockets), CPU time per request of
-// the client and of the database container, ratios to the yardsticks, the
-// issue's targets, bytes per million records, claim latency on tables of
-// 10 k to 10 M records, and what a purge of a million expired records does
-// to claim latency. With -plot it draws throughput against clients.
+// Command idem-bench measures what idem costs next to the write it
+// protects: the same write (BEGIN; INSERT an order; COMMIT) bare, with the
+// plainest record of its key (floor), with the seed's SQL as written
+// (seed), inside Store.Do and behind the HTTP middleware, and the paths a
+// retry takes (replay, mismatch, contended). It runs each path at several
+// levels of concurrency in interleaved rounds on SQLite, PostgreSQL (pgx,
+// database/sql, database/sql through a connector that holds BEGIN back) and
+// MySQL or MariaDB, optionally through a proxy that delays every byte on
+// loopback, and prints Markdown tables: throughput (median and spread),
+// latency, round trips and statements per request (decoded from its own
+// sockets), CPU per request of the client and the database container,
+// ratios to the yardsticks, storage per record, claims on tables of up to
+// 10 M records and claims during a purge. -plot draws throughput against
+// clients. The README's Performance section shows how the reports in
+// docs/bench were made; docs/bench/alternatives.md records the
+// alternatives to the claim it once measured.
 //
 // The servers are containers it starts with testcontainers-go (images from
-// IDEM_POSTGRES_IMAGE and IDEM_MYSQL_IMAGE, default postgres:17 and
-// mysql:8.4; PostgreSQL with fsync on, both with a 1 GB buffer pool, data on
-// a Docker volume) and removes at the end, or existing servers named by
-// IDEM_POSTGRES_DSN and IDEM_MYSQL_DSN. It dials loopback addresses only.
-// Every cell is bounded by -duration and -max-ops, the purge by
-// -purge-timeout, a bulk load by -scale-timeout, the whole run by -timeout.
-// A request that fails does not count: its cell is excluded from the tables
-// and plots, listed, and the command exits with status 1.
-//
-// Without an image registry (stand-in images from scripts/standin/build):
-//
-//	TESTCONTAINERS_HOST_OVERRIDE=localhost TESTCONTAINERS_RYUK_DISABLED=true \
-//	IDEM_POSTGRES_IMAGE=idem-standin/postgres:15 IDEM_MYSQL_IMAGE=idem-standin/mariadb:10.11 \
-//	go run ./cmd/idem-bench -clients 1,4,16,64 -duration 3s -rounds 3
-//
-// A quick look at one backend and one level:
+// IDEM_POSTGRES_IMAGE and IDEM_MYSQL_IMAGE) and removes at the end, or the
+// servers IDEM_POSTGRES_DSN and IDEM_MYSQL_DSN name; it dials loopback
+// only. Every cell is bounded by -duration and -max-ops, the whole run by
+// -timeout. A cell with a failed request is excluded from the tables and
+// plots, listed, and the command exits with status 1. A quick look:
 //
 //	go run ./cmd/idem-bench -backends pgx -clients 16 -paths bare,seed,idem,replay -purge-rows 0
 package main
@@ -222,34 +208,28 @@ type servers struct {
 	calibrated   map[*delayProxy]bool
 }
 
-func (s *servers) postgres(ctx context.Context) (*server, error) {
-	if s.pg == nil {
-		logf("starting PostgreSQL")
-		pg, err := startPostgres(ctx, s.o.volumes)
-		s.pg = pg
-		if err != nil {
-			return nil, err
-		}
-	}
-	return s.pg, nil
-}
-
-func (s *servers) mysql(ctx context.Context) (*server, error) {
-	if s.my == nil {
-		logf("starting MySQL")
-		my, err := startMySQL(ctx, s.o.volumes)
-		s.my = my
-		if err != nil {
-			return nil, err
-		}
-	}
-	return s.my, nil
-}
-
-// proxy returns the delaying proxy to upstream, started once per server.
-func (s *servers) proxy(slot **delayProxy, upstream string, conns int) (*delayProxy, error) {
+// start starts a server on first use.
+func (s *servers) start(ctx context.Context, slot **server, name string, fn func(context.Context, bool) (*server, error)) (*server, error) {
 	if *slot == nil {
-		p, err := startDelayProxy(upstream, 0, 4*conns)
+		logf("starting %s", name)
+		srv, err := fn(ctx, s.o.volumes)
+		*slot = srv
+		if err != nil {
+			return nil, err
+		}
+	}
+	return *slot, nil
+}
+
+// proxy returns the delaying proxy to the upstream address, started once
+// per server.
+func (s *servers) proxy(slot **delayProxy, conns int, upstream func() (string, error)) (*delayProxy, error) {
+	if *slot == nil {
+		addr, err := upstream()
+		if err != nil {
+			return nil, err
+		}
+		p, err := startDelayProxy(addr, 0, 4*conns)
 		if err != nil {
 			return nil, err
 		}
@@ -289,16 +269,16 @@ func (s *servers) newTarget(ctx context.Context, b string, conns int) (*target, 
 		}
 		t, err = newSQLiteTarget(dir, s.o.sqliteConns)
 	case "pgx", "pgsql", "pgsql-lazy":
-		if srv, err = s.postgres(ctx); err != nil {
+		if srv, err = s.start(ctx, &s.pg, "PostgreSQL", startPostgres); err != nil {
 			return nil, err
 		}
 		var via *delayProxy
 		if delayed {
-			cc, perr := pgx.ParseConfig(srv.dsn)
-			if perr != nil {
-				return nil, perr
-			}
-			if via, err = s.proxy(&s.pgVia, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))), conns); err != nil {
+			via, err = s.proxy(&s.pgVia, conns, func() (string, error) {
+				cc, err := pgx.ParseConfig(srv.dsn)
+				return net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))), err
+			})
+			if err != nil {
 				return nil, err
 			}
 		}
@@ -311,16 +291,16 @@ func (s *servers) newTarget(ctx context.Context, b string, conns int) (*target, 
 			t, err = newPgSQLTarget(srv.dsn, "bench_pglazy"+suffix, conns, via, true)
 		}
 	case "mysql", "mysql-ip":
-		if srv, err = s.mysql(ctx); err != nil {
+		if srv, err = s.start(ctx, &s.my, "MySQL", startMySQL); err != nil {
 			return nil, err
 		}
 		var via *delayProxy
 		if delayed {
-			cfg, perr := mysqldriver.ParseDSN(srv.dsn)
-			if perr != nil {
-				return nil, perr
-			}
-			if via, err = s.proxy(&s.myVia, cfg.Addr, conns); err != nil {
+			via, err = s.proxy(&s.myVia, conns, func() (string, error) {
+				cfg, err := mysqldriver.ParseDSN(srv.dsn)
+				return cfg.Addr, err
+			})
+			if err != nil {
 				return nil, err
 			}
 		}

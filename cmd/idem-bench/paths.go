@@ -47,33 +47,23 @@ const (
 	schemeHTTP       = "http"
 	schemeReadFirst  = "idem-rf"
 	schemeClaimOnly  = "idem-claim"
-	schemePeek       = "idem-pr"
-	schemeClaimRead  = "idem-cr"
-	schemeLock       = "lock"
 )
 
 const (
-	pathBare          path = "bare"
-	pathFloor         path = "floor"
-	pathFloorPlain    path = "floor-plain"
-	pathSeed          path = "seed"
-	pathSeedPlain     path = "seed-plain"
-	pathIdem          path = "idem"
-	pathHTTP          path = "http"
-	pathIdemRF        path = "idem-rf"
-	pathIdemPR        path = "idem-pr"
-	pathIdemCR        path = "idem-cr"
-	pathLock          path = "lock"
-	pathReplay        path = "replay"
-	pathReplayRF      path = "replay-rf"
-	pathReplayClaim   path = "replay-claim"
-	pathReplayPR      path = "replay-pr"
-	pathReplayCR      path = "replay-cr"
-	pathSeedReplay    path = "seed-replay"
-	pathLockReplay    path = "lock-replay"
-	pathMismatch      path = "mismatch"
-	pathContended     path = "contended"
-	pathLockContended path = "lock-contended"
+	pathBare        path = "bare"
+	pathFloor       path = "floor"
+	pathFloorPlain  path = "floor-plain"
+	pathSeed        path = "seed"
+	pathSeedPlain   path = "seed-plain"
+	pathIdem        path = "idem"
+	pathHTTP        path = "http"
+	pathIdemRF      path = "idem-rf"
+	pathReplay      path = "replay"
+	pathReplayRF    path = "replay-rf"
+	pathReplayClaim path = "replay-claim"
+	pathSeedReplay  path = "seed-replay"
+	pathMismatch    path = "mismatch"
+	pathContended   path = "contended"
 )
 
 // pathDefs are every path, writes first (their order rotates each round),
@@ -87,19 +77,12 @@ var pathDefs = []pathDef{
 	{pathIdem, schemeIdem, freshKeys, "", "the write inside Store.Do"},
 	{pathHTTP, schemeHTTP, freshKeys, "", "the write behind the idemhttp middleware, through ServeHTTP (no network)"},
 	{pathIdemRF, schemeReadFirst, freshKeys, "", "Store.Do with ReadFirstAlways: a read before the transaction"},
-	{pathIdemPR, schemePeek, freshKeys, "", "Store.Do on a PostgreSQL dialect (written in the benchmark) that pipelines the read of the record with the claim: BEGIN, claim and read in one round trip"},
-	{pathIdemCR, schemeClaimRead, freshKeys, "", "Store.Do on a PostgreSQL dialect (written in the benchmark) whose claim also returns the record it lost to when its snapshot holds it (a settled key): one statement, with BEGIN in one round trip"},
-	{pathLock, schemeLock, freshKeys, "", "Store.Do on a dialect (written in the benchmark) that decides the winner under a lock without writing (PostgreSQL: transaction-scoped advisory lock; SQLite: the write lock BEGIN IMMEDIATE holds; MariaDB: a locking read of the key) and writes the completed record once, at the end"},
 	{pathReplay, schemeIdem, replayKeys, pathIdem, "keys the idem cell completed, sent again through Store.Do with the default Config.ReadFirst (ReadFirstAuto: it reads first once recent requests were mostly retries)"},
 	{pathReplayRF, schemeReadFirst, replayKeys, pathIdem, "those keys through Store.Do with ReadFirstAlways"},
 	{pathReplayClaim, schemeClaimOnly, replayKeys, pathIdem, "those keys through Store.Do with ReadFirstNever: every replay decided by the claim, in a write transaction"},
-	{pathReplayPR, schemePeek, replayKeys, pathIdem, "those keys through the idem-pr dialect: BEGIN, claim and read in one round trip, then ROLLBACK"},
-	{pathReplayCR, schemeClaimRead, replayKeys, pathIdem, "those keys through the idem-cr dialect: BEGIN and the claim that returns the record in one round trip, then ROLLBACK"},
 	{pathSeedReplay, schemeSeed, replayKeys, pathSeed, "keys the seed cell completed, sent again through the seed's SQL (the claim finds the key; the record is read in the same transaction)"},
-	{pathLockReplay, schemeLock, replayKeys, pathLock, "keys the lock cell completed, sent again through the lock dialect"},
 	{pathMismatch, schemeIdem, mismatchKeys, pathIdem, "keys the idem cell completed, with another body"},
 	{pathContended, schemeIdem, contendedKeys, "", "Store.Do, all clients racing on the one or two keys being sent at any moment"},
-	{pathLockContended, schemeLock, contendedKeys, "", "the lock dialect, all clients racing on the one or two keys being sent at any moment"},
 }
 
 func defOf(p path) (pathDef, bool) {

@@ -242,7 +242,7 @@ func (r *report) write(w io.Writer) {
 func outcomes(s *summary) string {
 	var parts []string
 	for _, o := range []idem.Outcome{idem.Won, idem.Replay, idem.Mismatch, idem.InFlight} {
-		if n := s.outcomes[o]; n > 0 && (s.path == pathContended || s.path == pathLockContended || o != expected(s.path)) {
+		if n := s.outcomes[o]; n > 0 && (s.path == pathContended || o != expected(s.path)) {
 			parts = append(parts, fmt.Sprintf("%s %d", o, n))
 		}
 	}
@@ -275,17 +275,9 @@ func (r *report) writeTargets(w io.Writer, all []*summary) {
 		{"idem / floor (≥ 0.9 at 16)", pathIdem, pathFloor, func(c int, v float64) (string, bool) { return mark(v >= 0.9), c == 16 }},
 		{"idem / floor-plain", pathIdem, pathFloorPlain, nil},
 		{"seed / floor", pathSeed, pathFloor, nil},
-		{"lock / seed", pathLock, pathSeed, nil},
-		{"lock / floor", pathLock, pathFloor, nil},
-		{"lock / idem", pathLock, pathIdem, nil},
-		{"idem-pr / idem", pathIdemPR, pathIdem, nil},
-		{"idem-cr / idem", pathIdemCR, pathIdem, nil},
 		{"idem-rf / idem", pathIdemRF, pathIdem, nil},
 		{"replay / bare (≥ 1.5 at 16, 64)", pathReplay, pathBare, func(c int, v float64) (string, bool) { return mark(v >= 1.5), c == 16 || c == 64 }},
-		{"replay-pr / bare", pathReplayPR, pathBare, nil},
 		{"replay-claim / bare", pathReplayClaim, pathBare, nil},
-		{"replay-cr / bare", pathReplayCR, pathBare, nil},
-		{"lock-replay / bare", pathLockReplay, pathBare, nil},
 		{"seed-replay / bare", pathSeedReplay, pathBare, nil},
 		{"replay-rf / bare (≥ 4 at 16)", pathReplayRF, pathBare, func(c int, v float64) (string, bool) { return mark(v >= 4), c == 16 }},
 	}
@@ -326,7 +318,7 @@ func (r *report) writeTargets(w io.Writer, all []*summary) {
 
 	// Round trips of a first request, per scheme (target: database/sql on
 	// PostgreSQL costs what pgx costs).
-	rtPaths := []path{pathBare, pathFloor, pathFloorPlain, pathSeed, pathSeedPlain, pathIdem, pathIdemPR, pathIdemCR, pathLock, pathReplay, pathReplayClaim, pathReplayPR, pathReplayCR, pathReplayRF}
+	rtPaths := []path{pathBare, pathFloor, pathFloorPlain, pathSeed, pathSeedPlain, pathIdem, pathReplay, pathReplayClaim, pathReplayRF}
 	rtPaths = slices.DeleteFunc(rtPaths, func(p path) bool { return !slices.ContainsFunc(all, func(s *summary) bool { return s.path == p }) })
 	if len(rtPaths) == 0 || len(r.opts.clients) == 0 || !slices.ContainsFunc(r.targets(), r.onWire) {
 		return

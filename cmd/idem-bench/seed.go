@@ -101,140 +101,200 @@ func (r seedRecord) outcome(req idem.Request) (idem.Outcome, error) {
 	return idem.Replay, nil
 }
 
+// ytx is one transaction of a yardstick, in one execution style.
+type ytx interface {
+	// exec and query send one of the benchmark's own statements; query
+	// scans the first row into dest and reports whether there was one.
+	exec(ctx context.Context, q string, args ...any) error
+	query(ctx context.Context, q string, args []any, dest ...any) (bool, error)
+	// write sends the user's INSERT, always alone, as inside Store.Do.
+	write(ctx context.Context) error
+	// commit sends q (when not empty) and COMMIT.
+	commit(ctx context.Context, q string, args ...any) error
+	// end rolls back what a failed request left open and frees the
+	// connection.
+	end(ctx context.Context, failed bool)
+}
+
+// yardstick runs body in a transaction of begin.
+func yardstick(begin func(ctx context.Context) (ytx, error), body func(ctx context.Context, tx ytx, req idem.Request, n int64) (idem.Outcome, error)) scheme {
+	return func(ctx context.Context, req idem.Request, n int64) (idem.Outcome, error) {
+		tx, err := begin(ctx)
+		if err != nil {
+			return 0, err
+		}
+		out, err := body(ctx, tx, req, n)
+		tx.end(ctx, err != nil)
+		return out, err
+	}
+}
+
+// bareScheme is the user's write alone.
+func bareScheme(begin func(ctx context.Context) (ytx, error)) scheme {
+	return yardstick(begin, func(ctx context.Context, tx ytx, _ idem.Request, _ int64) (idem.Outcome, error) {
+		if err := tx.write(ctx); err != nil {
+			return 0, err
+		}
+		return idem.Won, tx.commit(ctx, "")
+	})
+}
+
+// floorScheme is the user's write, then the key's plain INSERT with COMMIT.
+func floorScheme(begin func(ctx context.Context) (ytx, error), s seedSQL) scheme {
+	return yardstick(begin, func(ctx context.Context, tx ytx, req idem.Request, _ int64) (idem.Outcome, error) {
+		if err := tx.write(ctx); err != nil {
+			return 0, err
+		}
+		return idem.Won, tx.commit(ctx, s.floor, req.Scope, req.Key, req.Fingerprint[:])
+	})
+}
+
+// seedScheme sends the seed's SQL; duplicate tells the duplicate-key error
+// of a claim that returns nothing.
+func seedScheme(begin func(ctx context.Context) (ytx, error), s seedSQL, duplicate func(error) bool) scheme {
+	return yardstick(begin, func(ctx context.Context, tx ytx, req idem.Request, n int64) (idem.Outcome, error) {
+		args := []any{req.Scope, req.Key, req.Fingerprint[:]}
+		var won bool
+		var err error
+		if s.claimReturns {
+			won, err = tx.query(ctx, s.claim, args)
+		} else if err = tx.exec(ctx, s.claim, args...); err == nil {
+			won = true
+		} else if duplicate(err) {
+			err = nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		if !won {
+			var rec seedRecord
+			if _, err := tx.query(ctx, s.read, []any{req.Scope, req.Key}, &rec.fingerprint, &rec.status, &rec.header, &rec.body); err != nil {
+				return 0, err
+			}
+			if err := tx.commit(ctx, ""); err != nil {
+				return 0, err
+			}
+			return rec.outcome(req)
+		}
+		if err := tx.write(ctx); err != nil {
+			return 0, err
+		}
+		resp := response(n)
+		return idem.Won, tx.commit(ctx, s.update, resp.Status, encodeHeader(resp.Header), resp.Body, req.Scope, req.Key)
+	})
+}
+
 // --- pgx ---
 
-// pgxSeed sends the seed's SQL on a pooled pgx connection; piped: BEGIN
-// with the claim and the UPDATE with COMMIT.
-func pgxSeed(pool *pgxpool.Pool, s seedSQL, insertSQL string, piped bool) scheme {
-	return func(ctx context.Context, req idem.Request, n int64) (idem.Outcome, error) {
-		return onConn(ctx, pool, func(conn *pgx.Conn) (idem.Outcome, error) {
-			var won bool
-			claim := func(rows pgx.Rows) error { won = rows.Next(); return nil }
-			args := []any{req.Scope, req.Key, req.Fingerprint[:]}
-			if piped {
-				b := &pgx.Batch{}
-				b.Queue("begin")
-				b.Queue(s.claim, args...).Query(claim)
-				if err := conn.SendBatch(ctx, b).Close(); err != nil {
-					return 0, err
-				}
-			} else {
-				if _, err := conn.Exec(ctx, "begin"); err != nil {
-					return 0, err
-				}
-				if err := pgxQuery(ctx, conn, claim, s.claim, args...); err != nil {
-					return 0, err
-				}
+// pgxTx is a yardstick's transaction on a pooled pgx connection. piped:
+// BEGIN goes with the first of the benchmark's own statements and COMMIT
+// with the last, in one round trip each; otherwise each is sent alone.
+type pgxTx struct {
+	c      *pgxpool.Conn
+	insert string
+	piped  bool
+	held   bool // BEGIN not sent yet
+}
+
+func pgxBegin(pool *pgxpool.Pool, insertSQL string, piped bool) func(ctx context.Context) (ytx, error) {
+	return func(ctx context.Context) (ytx, error) {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		t := &pgxTx{c: c, insert: insertSQL, piped: piped, held: true}
+		if !piped {
+			if err := t.send(ctx, "", nil, nil, false); err != nil {
+				t.end(ctx, true)
+				return nil, err
 			}
-			if !won {
-				var rec seedRecord
-				err := pgxQuery(ctx, conn, func(rows pgx.Rows) error {
-					if rows.Next() {
-						return rows.Scan(&rec.fingerprint, &rec.status, &rec.header, &rec.body)
-					}
-					return nil
-				}, s.read, req.Scope, req.Key)
-				if err != nil {
-					return 0, err
-				}
-				if err := pgxCommit(ctx, conn); err != nil {
-					return 0, err
-				}
-				return rec.outcome(req)
-			}
-			if _, err := conn.Exec(ctx, insertSQL, customer, itemID); err != nil {
-				return 0, err
-			}
-			resp := response(n)
-			update := []any{resp.Status, encodeHeader(resp.Header), resp.Body, req.Scope, req.Key}
-			if piped {
-				return idem.Won, pgxCommitWith(ctx, conn, s.update, update...)
-			}
-			if _, err := conn.Exec(ctx, s.update, update...); err != nil {
-				return 0, err
-			}
-			return idem.Won, pgxCommit(ctx, conn)
-		})
+		}
+		return t, nil
 	}
 }
 
-// pgxFloor sends the floor on a pooled pgx connection; piped: the key's
-// INSERT with COMMIT.
-func pgxFloor(pool *pgxpool.Pool, s seedSQL, insertSQL string, piped bool) scheme {
-	return func(ctx context.Context, req idem.Request, n int64) (idem.Outcome, error) {
-		return onConn(ctx, pool, func(conn *pgx.Conn) (idem.Outcome, error) {
-			if _, err := conn.Exec(ctx, "begin"); err != nil {
-				return 0, err
-			}
-			if _, err := conn.Exec(ctx, insertSQL, customer, itemID); err != nil {
-				return 0, err
-			}
-			args := []any{req.Scope, req.Key, req.Fingerprint[:]}
-			if piped {
-				return idem.Won, pgxCommitWith(ctx, conn, s.floor, args...)
-			}
-			if _, err := conn.Exec(ctx, s.floor, args...); err != nil {
-				return 0, err
-			}
-			return idem.Won, pgxCommit(ctx, conn)
-		})
+// send sends, in one round trip: a held BEGIN, q (when not empty; its rows
+// to read) and, when commit is set, COMMIT. BEGIN or COMMIT alone goes the
+// way pgx sends it (a simple query).
+func (t *pgxTx) send(ctx context.Context, q string, args []any, read func(pgx.Rows) error, commit bool) error {
+	if q == "" && t.held != commit {
+		stmt := "commit"
+		if t.held {
+			stmt, t.held = "begin", false
+		}
+		tag, err := t.c.Conn().Exec(ctx, stmt)
+		if err == nil && commit && tag.String() == "ROLLBACK" {
+			err = errRolledBack
+		}
+		return err
 	}
+	b := &pgx.Batch{}
+	if t.held {
+		b.Queue("begin")
+		t.held = false
+	}
+	if q != "" {
+		if qq := b.Queue(q, args...); read != nil {
+			qq.Query(read)
+		}
+	}
+	var tag pgconn.CommandTag
+	if commit {
+		b.Queue("commit").Exec(func(ct pgconn.CommandTag) error { tag = ct; return nil })
+	}
+	err := t.c.Conn().SendBatch(ctx, b).Close()
+	if err == nil && commit && tag.String() == "ROLLBACK" {
+		err = errRolledBack
+	}
+	return err
 }
 
-// onConn runs fn on a connection of pool and rolls back whatever
-// transaction fn left open when it failed.
-func onConn(ctx context.Context, pool *pgxpool.Pool, fn func(conn *pgx.Conn) (idem.Outcome, error)) (idem.Outcome, error) {
-	c, err := pool.Acquire(ctx)
-	if err != nil {
-		return 0, err
+func (t *pgxTx) exec(ctx context.Context, q string, args ...any) error {
+	return t.send(ctx, q, args, nil, false)
+}
+
+func (t *pgxTx) query(ctx context.Context, q string, args []any, dest ...any) (bool, error) {
+	found := false
+	err := t.send(ctx, q, args, func(rows pgx.Rows) error {
+		if found = rows.Next(); found && len(dest) > 0 {
+			return rows.Scan(dest...)
+		}
+		return nil
+	}, false)
+	return found, err
+}
+
+func (t *pgxTx) write(ctx context.Context) error {
+	if t.held {
+		// The user's write goes alone: BEGIN first.
+		if err := t.send(ctx, "", nil, nil, false); err != nil {
+			return err
+		}
 	}
-	defer c.Release() // a connection left inside a transaction is closed
-	out, err := fn(c.Conn())
-	if err != nil && c.Conn().PgConn().TxStatus() != 'I' {
+	return t.exec(ctx, t.insert, customer, itemID)
+}
+
+func (t *pgxTx) commit(ctx context.Context, q string, args ...any) error {
+	if !t.piped && q != "" {
+		if err := t.exec(ctx, q, args...); err != nil {
+			return err
+		}
+		q = ""
+	}
+	return t.send(ctx, q, args, nil, true)
+}
+
+func (t *pgxTx) end(ctx context.Context, failed bool) {
+	if conn := t.c.Conn(); failed && conn.PgConn().TxStatus() != 'I' {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		_, _ = c.Conn().Exec(rctx, "rollback")
+		_, _ = conn.Exec(rctx, "rollback")
 	}
-	return out, err
-}
-
-// pgxQuery runs a query and hands its rows to read.
-func pgxQuery(ctx context.Context, conn *pgx.Conn, read func(pgx.Rows) error, query string, args ...any) error {
-	rows, err := conn.Query(ctx, query, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	if err := read(rows); err != nil {
-		return err
-	}
-	rows.Close()
-	return rows.Err()
+	t.c.Release() // a connection left inside a transaction is closed
 }
 
 // errRolledBack: COMMIT answered ROLLBACK (the transaction had failed).
 var errRolledBack = errors.New("COMMIT rolled back")
-
-func pgxCommit(ctx context.Context, conn *pgx.Conn) error {
-	tag, err := conn.Exec(ctx, "commit")
-	if err == nil && tag.String() == "ROLLBACK" {
-		err = errRolledBack
-	}
-	return err
-}
-
-// pgxCommitWith sends a statement and COMMIT in one round trip.
-func pgxCommitWith(ctx context.Context, conn *pgx.Conn, query string, args ...any) error {
-	b := &pgx.Batch{}
-	b.Queue(query, args...)
-	var tag pgconn.CommandTag
-	b.Queue("commit").Exec(func(ct pgconn.CommandTag) error { tag = ct; return nil })
-	err := conn.SendBatch(ctx, b).Close()
-	if err == nil && tag.String() == "ROLLBACK" {
-		err = errRolledBack
-	}
-	return err
-}
 
 // --- database/sql ---
 
@@ -288,106 +348,62 @@ func (st sqlStyle) query(ctx context.Context, tx *sql.Tx, query string, args ...
 	return tx.QueryContext(ctx, query, args...)
 }
 
-// sqlSeed sends the seed's SQL on database/sql in style st; duplicate
-// tells the duplicate-key error of a plain claim INSERT.
-func sqlSeed(db *sql.DB, st sqlStyle, s seedSQL, insertSQL string, duplicate func(error) bool) scheme {
-	return func(ctx context.Context, req idem.Request, n int64) (idem.Outcome, error) {
+// sqlTx is a yardstick's transaction on database/sql in style st.
+type sqlTx struct {
+	tx     *sql.Tx
+	st     sqlStyle
+	insert string
+}
+
+func sqlBegin(db *sql.DB, st sqlStyle, insertSQL string) func(ctx context.Context) (ytx, error) {
+	return func(ctx context.Context) (ytx, error) {
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
-		defer tx.Rollback()
-		args := []any{req.Scope, req.Key, req.Fingerprint[:]}
-		var won bool
-		if s.claimReturns {
-			rows, err := st.query(ctx, tx, s.claim, args...)
-			if err != nil {
-				return 0, err
-			}
-			won = rows.Next()
-			if err := closeRows(rows); err != nil {
-				return 0, err
-			}
-		} else {
-			_, err := st.exec(ctx, tx, s.claim, args...)
-			switch {
-			case err == nil:
-				won = true
-			case !duplicate(err):
-				return 0, err
-			}
-		}
-		if !won {
-			var rec seedRecord
-			rows, err := st.query(ctx, tx, s.read, req.Scope, req.Key)
-			if err != nil {
-				return 0, err
-			}
-			if rows.Next() {
-				if err := rows.Scan(&rec.fingerprint, &rec.status, &rec.header, &rec.body); err != nil {
-					rows.Close()
-					return 0, err
-				}
-			}
-			if err := closeRows(rows); err != nil {
-				return 0, err
-			}
-			if err := tx.Commit(); err != nil {
-				return 0, err
-			}
-			return rec.outcome(req)
-		}
-		if _, err := tx.ExecContext(ctx, insertSQL, customer, itemID); err != nil {
-			return 0, err
-		}
-		resp := response(n)
-		if _, err := st.exec(ctx, tx, s.update, resp.Status, encodeHeader(resp.Header), resp.Body, req.Scope, req.Key); err != nil {
-			return 0, err
-		}
-		return idem.Won, tx.Commit()
+		return &sqlTx{tx: tx, st: st, insert: insertSQL}, nil
 	}
 }
 
-// sqlFloor sends the floor on database/sql in style st.
-func sqlFloor(db *sql.DB, st sqlStyle, s seedSQL, insertSQL string) scheme {
-	return func(ctx context.Context, req idem.Request, n int64) (idem.Outcome, error) {
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			return 0, err
-		}
-		defer tx.Rollback()
-		if _, err := tx.ExecContext(ctx, insertSQL, customer, itemID); err != nil {
-			return 0, err
-		}
-		if _, err := st.exec(ctx, tx, s.floor, req.Scope, req.Key, req.Fingerprint[:]); err != nil {
-			return 0, err
-		}
-		return idem.Won, tx.Commit()
-	}
+func (t *sqlTx) exec(ctx context.Context, q string, args ...any) error {
+	_, err := t.st.exec(ctx, t.tx, q, args...)
+	return err
 }
 
-// sqlBare is the user's write alone on database/sql.
-func sqlBare(db *sql.DB, insertSQL string) scheme {
-	return func(ctx context.Context, req idem.Request, n int64) (idem.Outcome, error) {
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			return 0, err
-		}
-		defer tx.Rollback()
-		if _, err := tx.ExecContext(ctx, insertSQL, customer, itemID); err != nil {
-			return 0, err
-		}
-		return idem.Won, tx.Commit()
+func (t *sqlTx) query(ctx context.Context, q string, args []any, dest ...any) (bool, error) {
+	rows, err := t.st.query(ctx, t.tx, q, args...)
+	if err != nil {
+		return false, err
 	}
+	defer rows.Close()
+	found := rows.Next()
+	if found && len(dest) > 0 {
+		err = rows.Scan(dest...)
+	}
+	if err == nil {
+		err = rows.Err()
+	}
+	if err == nil {
+		err = rows.Close()
+	}
+	return found, err
 }
 
-func closeRows(rows *sql.Rows) error {
-	if err := rows.Err(); err != nil {
-		rows.Close()
-		return err
-	}
-	return rows.Close()
+func (t *sqlTx) write(ctx context.Context) error {
+	_, err := t.tx.ExecContext(ctx, t.insert, customer, itemID)
+	return err
 }
+
+func (t *sqlTx) commit(ctx context.Context, q string, args ...any) error {
+	if q != "" {
+		if err := t.exec(ctx, q, args...); err != nil {
+			return err
+		}
+	}
+	return t.tx.Commit()
+}
+
+func (t *sqlTx) end(context.Context, bool) { _ = t.tx.Rollback() }
 
 // inlineValues replaces each ? of query with the literal of its argument:
 // strings and bytes as hexadecimal (X'...'), integers in decimal, nil as

@@ -42,10 +42,10 @@ func countOrders(t *testing.T, tg *target) int64 {
 // TestSchemesOneWinner races every scheme that records a key on SQLite:
 // of many requests with one key exactly one wins and writes one order; the
 // others replay its response (the seed's SQL as written, idem, and the
-// alternatives).
+// middleware).
 func TestSchemesOneWinner(t *testing.T) {
 	tg := newTestSQLite(t)
-	for _, name := range []string{schemeSeed, schemeSeedPlain, schemeIdem, schemeReadFirst, schemeLock, schemeHTTP} {
+	for _, name := range []string{schemeSeed, schemeSeedPlain, schemeIdem, schemeReadFirst, schemeHTTP} {
 		t.Run(name, func(t *testing.T) {
 			send := tg.schemes[name]
 			if send == nil {
@@ -209,9 +209,6 @@ func TestBulkLoadAndScaleOnSQLite(t *testing.T) {
 func TestPathsHaveSchemes(t *testing.T) {
 	tg := newTestSQLite(t)
 	for _, d := range pathDefs {
-		if d.scheme == schemePeek || d.scheme == schemeClaimRead {
-			continue // PostgreSQL only
-		}
 		if tg.schemes[d.scheme] == nil {
 			t.Errorf("path %s: the SQLite target has no scheme %q", d.name, d.scheme)
 		}

@@ -8,12 +8,25 @@ import (
 // SQLite runs in the process, so there is no wire to count on. Its
 // statements are counted by a connector that wraps the driver's: the
 // *sql.DB still reports the modernc.org/sqlite driver (sqlite.New checks
-// it), and the wrapped connection forwards every optional interface the
-// driver's connections implement.
+// it). The wrapped connection embeds the driver's, so it forwards what the
+// driver's connections implement, and counts what database/sql calls on
+// its fast paths (BeginTx, PrepareContext, ExecContext, QueryContext).
 
 type countingConnector struct {
 	driver.Connector
 	stats *wireStats
+}
+
+// liteConn is what database/sql needs of modernc.org/sqlite's connections
+// to run statements without preparing each and to pool them.
+type liteConn interface {
+	driver.Conn
+	driver.ConnBeginTx
+	driver.ConnPrepareContext
+	driver.ExecerContext
+	driver.QueryerContext
+	driver.SessionResetter
+	driver.Validator
 }
 
 func (c countingConnector) Connect(ctx context.Context) (driver.Conn, error) {
@@ -21,44 +34,17 @@ func (c countingConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &countedConn{conn: conn, stats: c.stats}, nil
-}
-
-// liteConn is what modernc.org/sqlite's connections implement.
-type liteConn interface {
-	driver.Conn
-	driver.ConnBeginTx
-	driver.ConnPrepareContext
-	driver.ExecerContext
-	driver.QueryerContext
-	driver.Pinger
-	driver.SessionResetter
-	driver.Validator
+	return &countedConn{liteConn: conn.(liteConn), stats: c.stats}, nil
 }
 
 type countedConn struct {
-	conn  driver.Conn
+	liteConn
 	stats *wireStats
-}
-
-func (c *countedConn) lite() liteConn { return c.conn.(liteConn) }
-
-// Unwrap lets modernc.org/sqlite see the connection it opened.
-func (c *countedConn) Unwrap() driver.Conn { return c.conn }
-
-func (c *countedConn) Prepare(query string) (driver.Stmt, error) {
-	return c.PrepareContext(context.Background(), query)
-}
-
-func (c *countedConn) Close() error { return c.conn.Close() }
-
-func (c *countedConn) Begin() (driver.Tx, error) {
-	return c.BeginTx(context.Background(), driver.TxOptions{})
 }
 
 func (c *countedConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
 	c.stats.statements.Add(1)
-	tx, err := c.lite().BeginTx(ctx, opts)
+	tx, err := c.liteConn.BeginTx(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -67,42 +53,37 @@ func (c *countedConn) BeginTx(ctx context.Context, opts driver.TxOptions) (drive
 
 func (c *countedConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
 	c.stats.prepares.Add(1)
-	s, err := c.lite().PrepareContext(ctx, query)
+	s, err := c.liteConn.PrepareContext(ctx, query)
 	if err != nil {
 		return nil, err
 	}
-	return &countedStmt{s, c.stats}, nil
+	return &countedStmt{s.(liteStmt), c.stats}, nil
 }
 
 func (c *countedConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
 	c.stats.statements.Add(1)
-	return c.lite().ExecContext(ctx, query, args)
+	return c.liteConn.ExecContext(ctx, query, args)
 }
 
 func (c *countedConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	c.stats.statements.Add(1)
-	return c.lite().QueryContext(ctx, query, args)
+	return c.liteConn.QueryContext(ctx, query, args)
 }
 
-func (c *countedConn) Ping(ctx context.Context) error { return c.lite().Ping(ctx) }
-
-func (c *countedConn) ResetSession(ctx context.Context) error { return c.lite().ResetSession(ctx) }
-
-func (c *countedConn) IsValid() bool { return c.lite().IsValid() }
-
+// countedTx counts COMMIT and ROLLBACK.
 type countedTx struct {
-	tx    driver.Tx
+	driver.Tx
 	stats *wireStats
 }
 
 func (t countedTx) Commit() error {
 	t.stats.statements.Add(1)
-	return t.tx.Commit()
+	return t.Tx.Commit()
 }
 
 func (t countedTx) Rollback() error {
 	t.stats.statements.Add(1)
-	return t.tx.Rollback()
+	return t.Tx.Rollback()
 }
 
 type liteStmt interface {
@@ -111,30 +92,19 @@ type liteStmt interface {
 	driver.StmtQueryContext
 }
 
+// countedStmt counts the runs of a prepared statement (database/sql calls
+// the context forms when they exist).
 type countedStmt struct {
-	stmt  driver.Stmt
+	liteStmt
 	stats *wireStats
-}
-
-func (s *countedStmt) Close() error  { return s.stmt.Close() }
-func (s *countedStmt) NumInput() int { return s.stmt.NumInput() }
-
-func (s *countedStmt) Exec(args []driver.Value) (driver.Result, error) {
-	s.stats.statements.Add(1)
-	return s.stmt.Exec(args) //nolint:staticcheck // required by driver.Stmt
-}
-
-func (s *countedStmt) Query(args []driver.Value) (driver.Rows, error) {
-	s.stats.statements.Add(1)
-	return s.stmt.Query(args) //nolint:staticcheck // required by driver.Stmt
 }
 
 func (s *countedStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
 	s.stats.statements.Add(1)
-	return s.stmt.(liteStmt).ExecContext(ctx, args)
+	return s.liteStmt.ExecContext(ctx, args)
 }
 
 func (s *countedStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
 	s.stats.statements.Add(1)
-	return s.stmt.(liteStmt).QueryContext(ctx, args)
+	return s.liteStmt.QueryContext(ctx, args)
 }

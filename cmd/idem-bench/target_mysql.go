@@ -10,23 +10,11 @@ import (
 
 	mysqldriver "github.com/go-sql-driver/mysql"
 
-	"github.com/idemkit/idem/dialect"
 	"github.com/idemkit/idem/mysql"
 )
 
-func mysqlSchema(ctx context.Context, exec func(ctx context.Context, s string) error, keys, orders string) error {
-	for _, s := range []string{
-		`DROP TABLE IF EXISTS ` + keys,
-		`DROP TABLE IF EXISTS ` + orders,
-		`CREATE TABLE ` + orders + ` (id BIGINT AUTO_INCREMENT PRIMARY KEY, customer BIGINT NOT NULL, item_id BIGINT NOT NULL,
-			created_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE=InnoDB`,
-	} {
-		if err := exec(ctx, s); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+const mysqlOrders = `CREATE TABLE %s (id BIGINT AUTO_INCREMENT PRIMARY KEY, customer BIGINT NOT NULL, item_id BIGINT NOT NULL,
+	created_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE=InnoDB`
 
 // mysqlDigits is 0..9 as a derived table, crossed five times for 100,000
 // rows per chunk.
@@ -81,48 +69,37 @@ func newMySQLTarget(dsn, params, prefix string, conns int, via *delayProxy) (*ta
 	if params != "" {
 		name += "?" + params
 	}
-	keys, orders := tableNames(prefix)
-	exec := sqlExec(db)
-	t := &target{name: name, family: "mysql", wire: w, onWire: true, keys: keys, orders: orders, schemes: map[string]scheme{}, db: db,
-		close:  func() { dropTables(exec, keys, orders, keys+"_schema", keys+"_fence"); db.Close() },
-		drop:   dropper(exec),
-		ping:   func(ctx context.Context) error { return exec(ctx, "SELECT 1") },
-		server: fmt.Sprintf("%s %s, innodb_flush_log_at_trx_commit=%s, log_bin=%s, innodb_buffer_pool_size=%dM", name, version, flush, logBin, bufferPool>>20)}
-	if err := mysqlSchema(ctx, exec, keys, orders); err != nil {
-		db.Close()
+	t, err := newTarget(name, "mysql", prefix, w, sqlExec(db), mysqlOrders, mysqlFill, func() { db.Close() })
+	if err != nil {
 		return nil, err
 	}
-	insertSQL := `INSERT INTO ` + orders + ` (customer, item_id) VALUES (?, ?)`
-	s := newSeedSQL("mysql", keys)
+	t.db = db
+	t.server = fmt.Sprintf("%s %s, innodb_flush_log_at_trx_commit=%s, log_bin=%s, innodb_buffer_pool_size=%dM", name, version, flush, logBin, bufferPool>>20)
+	insertSQL := `INSERT INTO ` + t.orders + ` (customer, item_id) VALUES (?, ?)`
+	s := newSeedSQL("mysql", t.keys)
 	duplicate := func(err error) bool {
 		var me *mysqldriver.MySQLError
 		return errors.As(err, &me) && me.Number == 1062
 	}
-	t.schemes[schemeBare] = sqlBare(db, insertSQL)
-	t.schemes[schemeFloor] = sqlFloor(db, sqlStyle{inline: true}, s, insertSQL)
-	t.schemes[schemeSeed] = sqlSeed(db, sqlStyle{inline: true}, s, insertSQL, duplicate)
+	inline, plain := sqlBegin(db, sqlStyle{inline: true}, insertSQL), sqlBegin(db, sqlStyle{}, insertSQL)
+	t.schemes[schemeBare] = bareScheme(plain)
+	t.schemes[schemeFloor] = floorScheme(inline, s)
+	t.schemes[schemeSeed] = seedScheme(inline, s, duplicate)
 	if !cfg.InterpolateParams {
 		// With interpolateParams the driver already sends values as text.
-		t.schemes[schemeFloorPlain] = sqlFloor(db, sqlStyle{}, s, insertSQL)
-		t.schemes[schemeSeedPlain] = sqlSeed(db, sqlStyle{}, s, insertSQL, duplicate)
+		t.schemes[schemeFloorPlain] = floorScheme(plain, s)
+		t.schemes[schemeSeedPlain] = seedScheme(plain, s, duplicate)
 	}
 	drv, err := mysql.New(ctx, db, mysql.Options{})
+	if err == nil {
+		err = storeOps(t, drv, sqlInsert(t.orders, "?, ?"))
+	}
 	if err != nil {
-		db.Close()
-		return nil, err
-	}
-	alternatives := map[string]dialect.Dialect{}
-	if base, ok := drv.Dialect().(*mysql.Dialect); ok && name != "mysql" {
-		// The lock alternative bounds its wait with MariaDB's SET STATEMENT.
-		alternatives[schemeLock] = newMariadbLock(base)
-	}
-	if err := storeOps(t, drv, sqlInsert(orders, "?, ?"), alternatives); err != nil {
-		db.Close()
+		t.close()
 		return nil, err
 	}
 	t.sizes = sqlSizes(db, `ANALYZE TABLE %s`, `SELECT data_length, index_length FROM information_schema.tables
 		WHERE table_schema = DATABASE() AND table_name = ?`)
-	t.fillExpired = sqlFillExpired(db, fmt.Sprintf(mysqlFill, keys))
 	t.settle = func(ctx context.Context, table string) error {
 		if _, err := db.ExecContext(ctx, `ANALYZE TABLE `+table); err != nil {
 			return err

@@ -8,8 +8,11 @@ import (
 
 // Helpers of the targets on database/sql.
 
-func sqlExec(db *sql.DB) func(ctx context.Context, s string) error {
-	return func(ctx context.Context, s string) error { _, err := db.ExecContext(ctx, s); return err }
+func sqlExec(db *sql.DB) execFunc {
+	return func(ctx context.Context, s string, args ...any) error {
+		_, err := db.ExecContext(ctx, s, args...)
+		return err
+	}
 }
 
 // sqlSizes reads the size of each table and its indexes with sizeQuery (one
@@ -35,17 +38,6 @@ func sqlSizes(db *sql.DB, refresh, sizeQuery string) func(ctx context.Context, t
 			out = append(out, r)
 		}
 		return out, nil
-	}
-}
-
-// sqlFillExpired runs fill (two arguments: the first and last row number)
-// over the rows in chunks.
-func sqlFillExpired(db *sql.DB, fill string) func(ctx context.Context, rows int) error {
-	return func(ctx context.Context, rows int) error {
-		return fillChunks(ctx, rows, func(ctx context.Context, from, to int64) error {
-			_, err := db.ExecContext(ctx, fill, from, to)
-			return err
-		})
 	}
 }
 

@@ -10,23 +10,11 @@ import (
 
 	sqlitedriver "modernc.org/sqlite"
 
-	"github.com/idemkit/idem/dialect"
 	"github.com/idemkit/idem/sqlite"
 )
 
-func sqliteSchema(ctx context.Context, exec func(ctx context.Context, s string) error, keys, orders string) error {
-	for _, s := range []string{
-		`DROP TABLE IF EXISTS ` + keys,
-		`DROP TABLE IF EXISTS ` + orders,
-		`CREATE TABLE ` + orders + ` (id INTEGER PRIMARY KEY, customer INTEGER NOT NULL, item_id INTEGER NOT NULL,
-			created_at INTEGER NOT NULL DEFAULT (unixepoch()))`,
-	} {
-		if err := exec(ctx, s); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+const sqliteOrders = `CREATE TABLE %s (id INTEGER PRIMARY KEY, customer INTEGER NOT NULL, item_id INTEGER NOT NULL,
+	created_at INTEGER NOT NULL DEFAULT (unixepoch()))`
 
 const sqliteFill = `WITH RECURSIVE g(n) AS (SELECT ?1 UNION ALL SELECT n + 1 FROM g WHERE n < ?2)
 INSERT INTO %s (scope, idem_key, fingerprint, status, header, body, created_at, expires_at)
@@ -51,47 +39,32 @@ func newSQLiteTarget(dir string, conns int) (*target, error) {
 	db.SetMaxIdleConns(conns)
 	var version, journal string
 	var synchronous int
-	if err := db.QueryRowContext(ctx, `SELECT sqlite_version()`).Scan(&version); err != nil {
+	if err := db.QueryRowContext(ctx, `SELECT sqlite_version(), (SELECT journal_mode FROM pragma_journal_mode), (SELECT synchronous FROM pragma_synchronous)`).
+		Scan(&version, &journal, &synchronous); err != nil {
 		db.Close()
 		return nil, err
 	}
-	if err := db.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&journal); err != nil {
-		db.Close()
-		return nil, err
-	}
-	if err := db.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&synchronous); err != nil {
-		db.Close()
-		return nil, err
-	}
-	keys, orders := tableNames("bench_sqlite")
-	exec := sqlExec(db)
-	t := &target{name: "sqlite", family: "sqlite", wire: w, keys: keys, orders: orders, schemes: map[string]scheme{}, db: db,
-		server: fmt.Sprintf("SQLite %s (modernc.org/sqlite), journal_mode=%s, synchronous=%d, %d connection(s), file in %s", version, journal, synchronous, conns, dir),
-		close:  func() { db.Close(); _ = os.RemoveAll(dir) },
-		drop:   dropper(exec)}
-	if err := sqliteSchema(ctx, exec, keys, orders); err != nil {
-		db.Close()
-		return nil, err
-	}
-	drv, err := sqlite.New(ctx, db, sqlite.Options{})
+	t, err := newTarget("sqlite", "sqlite", "bench_sqlite", w, sqlExec(db), sqliteOrders, sqliteFill, func() { db.Close(); _ = os.RemoveAll(dir) })
 	if err != nil {
-		db.Close()
 		return nil, err
 	}
-	lite, _ := drv.Dialect().(*sqlite.Dialect)
-	if err := storeOps(t, drv, sqlInsert(orders, "?, ?"), map[string]dialect.Dialect{schemeLock: newSQLiteLock(lite)}); err != nil {
-		db.Close()
-		return nil, err
+	t.db, t.ping = db, nil
+	t.server = fmt.Sprintf("SQLite %s (modernc.org/sqlite), journal_mode=%s, synchronous=%d, %d connection(s), file in %s", version, journal, synchronous, conns, dir)
+	drv, err := sqlite.New(ctx, db, sqlite.Options{})
+	if err == nil {
+		err = storeOps(t, drv, sqlInsert(t.orders, "?, ?"))
 	}
-	// After Migrate made the idem table: the yardsticks' statements.
-	if err := sqliteYardsticks(ctx, t, db); err != nil {
-		db.Close()
+	if err == nil {
+		// After Migrate made the idem table: the yardsticks' statements.
+		err = sqliteYardsticks(ctx, t, db)
+	}
+	if err != nil {
+		t.close()
 		return nil, err
 	}
 	t.sizes = sqlSizes(db, "", `SELECT
 		COALESCE((SELECT SUM(pgsize) FROM dbstat WHERE name = ?1), 0),
 		COALESCE((SELECT SUM(pgsize) FROM dbstat WHERE name IN (SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = ?1)), 0)`)
-	t.fillExpired = sqlFillExpired(db, fmt.Sprintf(sqliteFill, keys))
 	t.settle = func(ctx context.Context, _ string) error {
 		_, err := db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
 		return err
@@ -114,11 +87,11 @@ func sqliteYardsticks(ctx context.Context, t *target, db *sql.DB) error {
 	if err != nil {
 		return err
 	}
-	st := sqlStyle{prepared: prepared}
-	t.schemes[schemeBare] = sqlBare(db, insertSQL)
-	t.schemes[schemeFloor] = sqlFloor(db, st, s, insertSQL)
-	t.schemes[schemeFloorPlain] = sqlFloor(db, sqlStyle{}, s, insertSQL)
-	t.schemes[schemeSeed] = sqlSeed(db, st, s, insertSQL, nil)
-	t.schemes[schemeSeedPlain] = sqlSeed(db, sqlStyle{}, s, insertSQL, nil)
+	idemStyle, plain := sqlBegin(db, sqlStyle{prepared: prepared}, insertSQL), sqlBegin(db, sqlStyle{}, insertSQL)
+	t.schemes[schemeBare] = bareScheme(plain)
+	t.schemes[schemeFloor] = floorScheme(idemStyle, s)
+	t.schemes[schemeFloorPlain] = floorScheme(plain, s)
+	t.schemes[schemeSeed] = seedScheme(idemStyle, s, nil)
+	t.schemes[schemeSeedPlain] = seedScheme(plain, s, nil)
 	return nil
 }

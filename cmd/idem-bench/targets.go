@@ -12,7 +12,7 @@ import (
 )
 
 // target is one backend under test: the ways of sending the write (its
-// schemes: bare, floor, seed, idem and the alternatives), and what the
+// schemes: bare, floor, seed and idem), and what the
 // report needs to know about the database.
 type target struct {
 	name   string // "postgres/pgx"
@@ -21,8 +21,6 @@ type target struct {
 	backend string
 	server  string // version and durability settings
 	wire    *wireStats
-	// onWire is true when round trips are counted on a socket.
-	onWire bool
 	// serverCPU reads the database's CPU time (nil when unknown; SQLite's
 	// is the process's).
 	serverCPU func() time.Duration
@@ -100,19 +98,9 @@ func doOn[TTx any](store *idem.Store[TTx], insert func(ctx context.Context, tx T
 	}
 }
 
-// withDialect is a driver whose dialect is replaced: the benchmark's
-// alternative claims run through the library's own core and drivers.
-type withDialect[TTx any] struct {
-	dialect.Driver[TTx]
-	d dialect.Dialect
-}
-
-func (w withDialect[TTx]) Dialect() dialect.Dialect { return w.d }
-
 // storeOps adds the idem schemes of a target on a driver of any
-// transaction type; insert is the user's write in that type. alternatives
-// are the benchmark's own dialects for the same driver, by scheme name.
-func storeOps[TTx any](t *target, drv dialect.Driver[TTx], insert func(ctx context.Context, tx TTx) error, alternatives map[string]dialect.Dialect) error {
+// transaction type; insert is the user's write in that type.
+func storeOps[TTx any](t *target, drv dialect.Driver[TTx], insert func(ctx context.Context, tx TTx) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	store, err := idem.New(drv, idem.Config{Table: t.keys})
@@ -131,16 +119,6 @@ func storeOps[TTx any](t *target, drv dialect.Driver[TTx], insert func(ctx conte
 		return err
 	}
 	t.schemes[schemeIdem], t.schemes[schemeReadFirst], t.schemes[schemeClaimOnly] = doOn(store, insert), doOn(readFirst, insert), doOn(claimOnly, insert)
-	for name, d := range alternatives {
-		// The alternatives are measured on their claim: their replays
-		// never read first (replay-rf and replay show what reading first
-		// does).
-		alt, err := idem.New[TTx](withDialect[TTx]{drv, d}, idem.Config{Table: t.keys, ReadFirst: idem.ReadFirstNever})
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		t.schemes[name] = doOn(alt, insert)
-	}
 	// The two purge modes are Store.Purge on stores that differ only in
 	// Config.PurgeDutyCycle: back to back (1), and paced (duty).
 	t.purge = func(ctx context.Context, duty float64) (idem.PurgeResult, error) {
@@ -170,26 +148,21 @@ func storeOps[TTx any](t *target, drv dialect.Driver[TTx], insert func(ctx conte
 	return nil
 }
 
-func tableNames(prefix string) (keys, orders string) {
-	return prefix + "_keys", prefix + "_orders"
-}
+// execFunc runs one statement outside a transaction.
+type execFunc func(ctx context.Context, query string, args ...any) error
 
-// dropTables removes the benchmark's tables from a server that outlives it
-// (one from a DSN), within a bound.
-func dropTables(exec func(ctx context.Context, s string) error, tables ...string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for _, t := range tables {
-		_ = exec(ctx, "DROP TABLE IF EXISTS "+t)
-	}
-}
-
-// dropper drops tables and the version table Store.Migrate made beside
-// each.
-func dropper(exec func(ctx context.Context, s string) error) func(ctx context.Context, tables ...string) error {
-	return func(ctx context.Context, tables ...string) error {
-		for _, t := range tables {
-			for _, name := range []string{t, t + "_schema", t + "_fence"} {
+// newTarget is a target whose tables are named by prefix, on a database
+// whose statements outside transactions run through exec: it creates the
+// user's order table (ordersDDL, formatted with its name) afresh, sets
+// drop, ping and fillExpired (fill formatted with the idem table's name,
+// two arguments: the first and last row number), and its close drops what
+// the run made before it calls release. On an error it calls release.
+func newTarget(name, family, prefix string, w *wireStats, exec execFunc, ordersDDL, fill string, release func()) (*target, error) {
+	keys, orders := prefix+"_keys", prefix+"_orders"
+	t := &target{name: name, family: family, wire: w, keys: keys, orders: orders, schemes: map[string]scheme{}}
+	t.drop = func(ctx context.Context, tables ...string) error {
+		for _, tbl := range tables {
+			for _, name := range []string{tbl, tbl + "_schema", tbl + "_fence"} {
 				if err := exec(ctx, "DROP TABLE IF EXISTS "+name); err != nil {
 					return err
 				}
@@ -197,15 +170,32 @@ func dropper(exec func(ctx context.Context, s string) error) func(ctx context.Co
 		}
 		return nil
 	}
-}
-
-// fillChunks calls fill for [1, rows] in chunks of 100,000.
-func fillChunks(ctx context.Context, rows int, fill func(ctx context.Context, from, to int64) error) error {
-	const chunk = 100_000
-	for from := int64(1); from <= int64(rows); from += chunk {
-		if err := fill(ctx, from, min(from+chunk-1, int64(rows))); err != nil {
-			return err
-		}
+	t.ping = func(ctx context.Context) error { return exec(ctx, "SELECT 1") }
+	t.close = func() {
+		// A server from a DSN outlives the run: leave it as it was.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = t.drop(ctx, keys, orders)
+		release()
 	}
-	return nil
+	t.fillExpired = func(ctx context.Context, rows int) error {
+		const chunk = 100_000
+		for from := int64(1); from <= int64(rows); from += chunk {
+			if err := exec(ctx, fmt.Sprintf(fill, keys), from, min(from+chunk-1, int64(rows))); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := t.drop(ctx, keys, orders); err != nil {
+		release()
+		return nil, err
+	}
+	if err := exec(ctx, fmt.Sprintf(ordersDDL, orders)); err != nil {
+		release()
+		return nil, err
+	}
+	return t, nil
 }
