@@ -4,10 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dialect"
 )
 
@@ -164,3 +166,56 @@ func (r *tokenRows) Scan(dest ...any) error {
 
 func (*tokenRows) Err() error   { return nil }
 func (*tokenRows) Close() error { return nil }
+
+// TestQueriesPrepared: every statement of the catalog prepares on a
+// migrated database, and the ones a request runs land in the driver's
+// prepared-statement cache under their text.
+func TestQueriesPrepared(t *testing.T) {
+	ctx := t.Context()
+	db, err := Open(filepath.Join(t.TempDir(), "idem.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	d, err := New(ctx, db, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := idem.New(d, idem.Config{Table: "idem_prepared", Retention: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := dialect.NewTable("idem_prepared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, q := range dialect.MustLoadQueries(queries, "queries", tbl, dialect.Question, nil) {
+		s, err := db.PrepareContext(ctx, q.SQL)
+		if err != nil {
+			t.Errorf("%s does not prepare: %v\n%s", name, err, q.SQL)
+			continue
+		}
+		s.Close()
+	}
+
+	req := idem.Request{Scope: "s", Key: "k", Fingerprint: idem.FingerprintRequest("POST", "/", nil)}
+	fn := func(context.Context, *sql.Tx) (idem.Response, error) { return idem.Response{Status: 201}, nil }
+	// The first run notes claim and complete, the second (a replay) read;
+	// each next Begin prepares what was noted.
+	for range 3 {
+		if _, err := store.Do(ctx, req, fn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := d.dialect.stmts.For(tbl)
+	d.stmts.mu.Lock()
+	defer d.stmts.mu.Unlock()
+	for name, q := range map[string]dialect.Query{"claim": s.claim, "complete": s.complete, "read": s.read} {
+		if d.stmts.stmts[q.SQL] == nil {
+			t.Errorf("%s is not in the prepared-statement cache", name)
+		}
+	}
+}
