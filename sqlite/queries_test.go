@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -218,4 +219,85 @@ func TestQueriesPrepared(t *testing.T) {
 			t.Errorf("%s is not in the prepared-statement cache", name)
 		}
 	}
+}
+
+// TestLeaseNeverOutlivesRecord: every statement that sets lease_until
+// keeps expires_at at or after it, here at the edge where a new lease would
+// run past the record's retention: resumed, extended, stepped.
+func TestLeaseNeverOutlivesRecord(t *testing.T) {
+	ctx := t.Context()
+	db, err := Open(filepath.Join(t.TempDir(), "idem.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	drv, err := New(ctx, db, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := idem.New(drv, idem.Config{Table: "idem_lease_edge", Retention: time.Hour, Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := dialect.NewTable("idem_lease_edge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := drv.dialect
+	t0 := time.Date(2031, 3, 14, 12, 0, 0, 0, time.UTC)
+	inTx := func(what string, fn func(q dialect.Queryer) error) {
+		t.Helper()
+		tx, err := drv.Begin(ctx, dialect.BeginOptions{WaitBound: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fn(tx); err != nil {
+			tx.Rollback(ctx)
+			t.Fatalf("%s: %v", what, err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(what string, now time.Time) dialect.Record {
+		t.Helper()
+		rec, found, err := d.Lookup(ctx, drv.Pool(), tbl, dialect.LookupArgs{Scope: "s", Key: "k", Now: now})
+		if err != nil || !found {
+			t.Fatalf("%s: Lookup = %v, %v", what, found, err)
+		}
+		if rec.ExpiresAt.Before(rec.LeaseUntil) {
+			t.Errorf("%s: the record expires at %v, before its lease ends at %v", what, rec.ExpiresAt, rec.LeaseUntil)
+		}
+		return rec
+	}
+	lease := dialect.LeaseArgs{Scope: "s", Key: "k", Fingerprint: []byte("fp"), Now: t0, Retention: time.Hour, Lease: time.Minute}
+	inTx("InsertLease", func(q dialect.Queryer) error {
+		if won, err := d.InsertLease(ctx, q, tbl, lease); err != nil || !won {
+			return fmt.Errorf("won %v, %w", won, err)
+		}
+		return nil
+	})
+	// The lease lapsed; resumed 30 s before the record's end, a lease of a
+	// minute runs 30 s past it.
+	lease.Now = t0.Add(time.Hour - 30*time.Second)
+	inTx("ResumeLease", func(q dialect.Queryer) error {
+		if won, err := d.ResumeLease(ctx, q, tbl, lease); err != nil || !won {
+			return fmt.Errorf("won %v, %w", won, err)
+		}
+		return nil
+	})
+	rec := check("resumed", lease.Now)
+	fence := dialect.FenceArgs{Scope: "s", Key: "k", Token: rec.Token, Fingerprint: []byte("fp"), Lease: time.Minute}
+	fence.Now = rec.ExpiresAt.Add(-10 * time.Second)
+	inTx("ExtendLease", func(q dialect.Queryer) error { _, err := d.ExtendLease(ctx, q, tbl, fence); return err })
+	rec = check("extended", fence.Now)
+	fence.Now = rec.ExpiresAt.Add(-10 * time.Second)
+	inTx("RecordStep", func(q dialect.Queryer) error {
+		_, err := d.RecordStep(ctx, q, tbl, dialect.StepArgs{FenceArgs: fence, Step: "charged", Data: []byte("ch_1")})
+		return err
+	})
+	check("stepped", fence.Now)
 }
