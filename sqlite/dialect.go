@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"time"
 
@@ -40,7 +41,8 @@ func (d *sqliteDialect) Schema(t dialect.Table) dialect.Schema { return d.stmts.
 func (d *sqliteDialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ClaimArgs) (dialect.ClaimResult, error) {
 	s := d.stmts.For(t)
 	now := clock(a.Now)
-	rows, err := dialect.QueryPrepared(ctx, q, s.claim, a.Scope, a.Key, a.Fingerprint, now, a.Retention.Microseconds())
+	rows, err := query(ctx, q, s.claim, sql.Named("scope", a.Scope), sql.Named("key", a.Key),
+		sql.Named("fingerprint", a.Fingerprint), sql.Named("now", now), sql.Named("retention_us", a.Retention.Microseconds()))
 	if err != nil {
 		return dialect.ClaimResult{}, err
 	}
@@ -51,7 +53,7 @@ func (d *sqliteDialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.
 	if won {
 		return dialect.ClaimResult{Won: true}, nil
 	}
-	rec, found, err := d.lookup(ctx, q, s, a.Scope, a.Key, now)
+	rec, found, err := d.read(ctx, q, s, a.Scope, a.Key, now)
 	if err != nil {
 		return dialect.ClaimResult{}, err
 	}
@@ -65,8 +67,9 @@ func (d *sqliteDialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.
 
 // Complete stores the response on the pending record.
 func (d *sqliteDialect) Complete(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.CompleteArgs) error {
-	n, err := dialect.ExecPrepared(ctx, q, d.stmts.For(t).complete,
-		a.Status, a.Header, a.Body, a.Scope, a.Key, a.Fingerprint, clock(a.Now), a.Retention.Microseconds())
+	n, err := exec(ctx, q, d.stmts.For(t).complete, sql.Named("scope", a.Scope), sql.Named("key", a.Key),
+		sql.Named("fingerprint", a.Fingerprint), sql.Named("status", a.Status), sql.Named("header", a.Header),
+		sql.Named("body", a.Body), sql.Named("now", clock(a.Now)), sql.Named("retention_us", a.Retention.Microseconds()))
 	if err != nil {
 		return err
 	}
@@ -78,11 +81,12 @@ func (d *sqliteDialect) Complete(ctx context.Context, q dialect.Queryer, t diale
 
 // Lookup reads the live record.
 func (d *sqliteDialect) Lookup(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LookupArgs) (dialect.Record, bool, error) {
-	return d.lookup(ctx, q, d.stmts.For(t), a.Scope, a.Key, clock(a.Now))
+	return d.read(ctx, q, d.stmts.For(t), a.Scope, a.Key, clock(a.Now))
 }
 
-func (d *sqliteDialect) lookup(ctx context.Context, q dialect.Queryer, s *statements, scope, key string, now any) (dialect.Record, bool, error) {
-	rows, err := dialect.QueryPrepared(ctx, q, s.lookup, scope, key, now)
+// read runs queries/read.sql: the live record of scope and key.
+func (d *sqliteDialect) read(ctx context.Context, q dialect.Queryer, s *statements, scope, key string, now any) (dialect.Record, bool, error) {
+	rows, err := query(ctx, q, s.read, sql.Named("scope", scope), sql.Named("key", key), sql.Named("now", now))
 	if err != nil {
 		return dialect.Record{}, false, err
 	}
@@ -97,7 +101,8 @@ func (d *sqliteDialect) lookup(ctx context.Context, q dialect.Queryer, s *statem
 	return rec, true, dialect.CloseRows(rows)
 }
 
-// scanRecord reads the current row's columns (the columns constant).
+// scanRecord reads the current row's columns (queries/_parts.sql's
+// "columns").
 func scanRecord(rows dialect.Rows) (dialect.Record, error) {
 	var (
 		rec              dialect.Record
@@ -128,7 +133,7 @@ func scanRecord(rows dialect.Rows) (dialect.Record, error) {
 // core's transaction took the write lock at BEGIN like any writer, and
 // keeps it only for this one bounded DELETE.
 func (d *sqliteDialect) Purge(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.PurgeArgs) (int64, error) {
-	rows, err := dialect.QueryPrepared(ctx, q, d.stmts.For(t).purge, clock(a.Now), a.Limit)
+	rows, err := query(ctx, q, d.stmts.For(t).purge, sql.Named("now", clock(a.Now)), sql.Named("limit", a.Limit))
 	if err != nil {
 		return 0, err
 	}

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"time"
 
 	"github.com/idemkit/idem/dialect"
@@ -17,7 +18,9 @@ var _ dialect.Leaser = (*sqliteDialect)(nil)
 // InsertLease inserts a pending record holding a lease, unless the key has
 // a record.
 func (d *sqliteDialect) InsertLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LeaseArgs) (bool, error) {
-	rows, err := dialect.QueryPrepared(ctx, q, d.stmts.For(t).lease.insert, leaseArgs(a)...)
+	rows, err := query(ctx, q, d.stmts.For(t).lease.insert, sql.Named("scope", a.Scope), sql.Named("key", a.Key),
+		sql.Named("fingerprint", a.Fingerprint), sql.Named("now", clock(a.Now)),
+		sql.Named("retention_us", a.Retention.Microseconds()), sql.Named("lease_us", a.Lease.Microseconds()))
 	if err != nil {
 		return false, err
 	}
@@ -27,51 +30,51 @@ func (d *sqliteDialect) InsertLease(ctx context.Context, q dialect.Queryer, t di
 
 // TakeExpired takes over a record whose retention has passed.
 func (d *sqliteDialect) TakeExpired(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LeaseArgs) (bool, error) {
-	n, err := dialect.ExecPrepared(ctx, q, d.stmts.For(t).lease.takeExpired, leaseArgs(a)...)
+	n, err := exec(ctx, q, d.stmts.For(t).lease.takeExpired, sql.Named("scope", a.Scope), sql.Named("key", a.Key),
+		sql.Named("fingerprint", a.Fingerprint), sql.Named("now", clock(a.Now)),
+		sql.Named("retention_us", a.Retention.Microseconds()), sql.Named("lease_us", a.Lease.Microseconds()))
 	return n == 1, err
 }
 
 // ResumeLease takes over a pending record whose lease expired.
 func (d *sqliteDialect) ResumeLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LeaseArgs) (bool, error) {
-	n, err := dialect.ExecPrepared(ctx, q, d.stmts.For(t).lease.resume, leaseArgs(a)...)
+	n, err := exec(ctx, q, d.stmts.For(t).lease.resume, sql.Named("scope", a.Scope), sql.Named("key", a.Key),
+		sql.Named("fingerprint", a.Fingerprint), sql.Named("now", clock(a.Now)), sql.Named("lease_us", a.Lease.Microseconds()))
 	return n == 1, err
-}
-
-// leaseArgs are the arguments of a lease claim's statements.
-func leaseArgs(a dialect.LeaseArgs) []any {
-	return []any{a.Scope, a.Key, a.Fingerprint, clock(a.Now), a.Retention.Microseconds(), a.Lease.Microseconds()}
-}
-
-// fenceArgs are the arguments every fenced statement starts with.
-func fenceArgs(a dialect.FenceArgs, more ...any) []any {
-	return append([]any{a.Scope, a.Key, a.Token, a.Fingerprint, clock(a.Now)}, more...)
 }
 
 // ExtendLease moves the lease's end.
 func (d *sqliteDialect) ExtendLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.FenceArgs) (time.Time, error) {
-	return fencedUntil(ctx, q, d.stmts.For(t).lease.extend, fenceArgs(a, a.Lease.Microseconds()))
+	return fencedUntil(query(ctx, q, d.stmts.For(t).lease.extend, sql.Named("scope", a.Scope), sql.Named("key", a.Key),
+		sql.Named("token", a.Token), sql.Named("fingerprint", a.Fingerprint), sql.Named("now", clock(a.Now)),
+		sql.Named("lease_us", a.Lease.Microseconds())))
 }
 
 // RecordStep stores a recovery point and extends the lease.
 func (d *sqliteDialect) RecordStep(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.StepArgs) (time.Time, error) {
-	return fencedUntil(ctx, q, d.stmts.For(t).lease.step, fenceArgs(a.FenceArgs, a.Lease.Microseconds(), a.Step, a.Data))
+	return fencedUntil(query(ctx, q, d.stmts.For(t).lease.step, sql.Named("scope", a.Scope), sql.Named("key", a.Key),
+		sql.Named("token", a.Token), sql.Named("fingerprint", a.Fingerprint), sql.Named("now", clock(a.Now)),
+		sql.Named("lease_us", a.Lease.Microseconds()), sql.Named("step", a.Step), sql.Named("step_data", a.Data)))
 }
 
 // CompleteLease stores the response and ends the lease.
 func (d *sqliteDialect) CompleteLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.CompleteLeaseArgs) error {
-	return fenced(dialect.ExecPrepared(ctx, q, d.stmts.For(t).lease.complete,
-		fenceArgs(a.FenceArgs, a.Status, a.Header, a.Body, a.Retention.Microseconds())...))
+	return fenced(exec(ctx, q, d.stmts.For(t).lease.complete, sql.Named("scope", a.Scope), sql.Named("key", a.Key),
+		sql.Named("token", a.Token), sql.Named("fingerprint", a.Fingerprint), sql.Named("now", clock(a.Now)),
+		sql.Named("status", a.Status), sql.Named("header", a.Header), sql.Named("body", a.Body),
+		sql.Named("retention_us", a.Retention.Microseconds())))
 }
 
 // ReleaseLease ends the lease now, keeping the work's state.
 func (d *sqliteDialect) ReleaseLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.FenceArgs) error {
-	return fenced(dialect.ExecPrepared(ctx, q, d.stmts.For(t).lease.release, fenceArgs(a)...))
+	return fenced(exec(ctx, q, d.stmts.For(t).lease.release, sql.Named("scope", a.Scope), sql.Named("key", a.Key),
+		sql.Named("token", a.Token), sql.Named("fingerprint", a.Fingerprint), sql.Named("now", clock(a.Now))))
 }
 
 // ExpiredLeases lists pending records whose lease expired within their
 // retention.
 func (d *sqliteDialect) ExpiredLeases(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ExpiredLeasesArgs) ([]dialect.Record, error) {
-	rows, err := dialect.QueryPrepared(ctx, q, d.stmts.For(t).lease.expired, clock(a.Now), a.Limit)
+	rows, err := query(ctx, q, d.stmts.For(t).lease.expired, sql.Named("now", clock(a.Now)), sql.Named("limit", a.Limit))
 	if err != nil {
 		return nil, err
 	}
@@ -87,10 +90,9 @@ func (d *sqliteDialect) ExpiredLeases(ctx context.Context, q dialect.Queryer, t 
 	return out, dialect.CloseRows(rows)
 }
 
-// fencedUntil runs a fenced UPDATE ... RETURNING lease_until: the lease's
-// new end, or ErrLeaseLost when no row matched.
-func fencedUntil(ctx context.Context, q dialect.Queryer, stmt string, args []any) (time.Time, error) {
-	rows, err := dialect.QueryPrepared(ctx, q, stmt, args...)
+// fencedUntil reads the rows of a fenced UPDATE ... RETURNING lease_until:
+// the lease's new end, or ErrLeaseLost when no row matched.
+func fencedUntil(rows dialect.Rows, err error) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -133,7 +135,7 @@ func (d *sqliteDialect) raiseFloor(ctx context.Context, q dialect.Queryer, t dia
 		return 0, err
 	}
 	if highest > 0 {
-		if _, err := dialect.ExecPrepared(ctx, q, d.stmts.For(t).raiseFloor, highest); err != nil {
+		if _, err := exec(ctx, q, d.stmts.For(t).raiseFloor, sql.Named("token", highest)); err != nil {
 			return 0, err
 		}
 	}
