@@ -1,7 +1,9 @@
 // Package backoff is the one exponential backoff and cancellable sleep
 // that the retry loops of idem (Do) and of its clients (idemhttp.Transport,
 // idemgrpc.Client, idemconnect.Client) share, so the doubling, the cap, the
-// jitter and the way a context ends a wait are written once.
+// jitter and the way a context ends a wait are written once. Sleep also
+// serves the other waits that a context must cut short: a lease's poll, the
+// purge's pauses, the queue consumer's in-flight delay.
 //
 // Each caller keeps its own numbers (base step, cap) and its own jitter:
 // Do spreads racing transactions with Full; the clients, which talk to a
