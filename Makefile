@@ -1,5 +1,10 @@
 # Targets a newcomer needs. The test command is scripts/test (the README's).
-.PHONY: test matrix clusters lint bench run fuzz mutate
+# `make` alone lists them (make help): each target's ## comment is its line.
+.PHONY: help test matrix clusters lint bench run fuzz mutate
+.DEFAULT_GOAL := help
+
+help: ## this list
+	@awk -F ':.*## ' '/^[a-z][a-z-]*:.*## / { printf "  %-10s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
 test: ## all tests with -race; builds stand-in database images if no registry
 	./scripts/test

@@ -5,10 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/idemkit/idem/dialect"
+	"github.com/idemkit/idem/internal/backoff"
 )
 
 // Func is the work Do protects. It runs in the transaction that holds the
@@ -204,7 +204,7 @@ func (c *core) retry(ctx context.Context, req Request, attempt func() error) err
 	var last error
 	for n := 1; n <= c.cfg.MaxAttempts; n++ {
 		if n > 1 {
-			if err := sleep(ctx, backoff(n)); err != nil {
+			if err := backoff.Sleep(ctx, pause(n)); err != nil {
 				return &stoppedError{ctxErr: err, last: last}
 			}
 		}
@@ -229,21 +229,8 @@ func (e *stoppedError) Error() string {
 
 func (e *stoppedError) Unwrap() []error { return []error{e.ctxErr, e.last} }
 
-// backoff is the pause before attempt n (n >= 2): exponential from 2 ms,
+// pause is the wait before attempt n (n >= 2): exponential from 2 ms,
 // capped at 100 ms, with full jitter so racing retries spread out.
-func backoff(n int) time.Duration {
-	d := 2 * time.Millisecond << min(n-2, 6)
-	d = min(d, 100*time.Millisecond)
-	return time.Duration(rand.Int64N(int64(d)) + 1)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+func pause(n int) time.Duration {
+	return backoff.Full(backoff.Step(n-1, 2*time.Millisecond, 100*time.Millisecond))
 }

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// TestBackoff: the pause before attempt n is jittered in (0, 2 ms << (n-2)],
+// TestBackoff: pause, the wait before attempt n is jittered in (0, 2 ms << (n-2)],
 // capped at 100 ms, and uses the whole of that range (its samples reach both
 // halves of it: full jitter, so racing retries spread out).
 func TestBackoff(t *testing.T) {
@@ -14,14 +14,14 @@ func TestBackoff(t *testing.T) {
 		ceiling := min(2*time.Millisecond<<min(n-2, 6), 100*time.Millisecond)
 		var largest, smallest time.Duration = 0, ceiling
 		for range samples {
-			d := backoff(n)
+			d := pause(n)
 			if d <= 0 || d > ceiling {
-				t.Fatalf("backoff(%d) = %v, want in (0, %v]", n, d, ceiling)
+				t.Fatalf("pause(%d) = %v, want in (0, %v]", n, d, ceiling)
 			}
 			largest, smallest = max(largest, d), min(smallest, d)
 		}
 		if largest <= ceiling/2 || smallest > ceiling/2 {
-			t.Errorf("backoff(%d): %d samples between %v and %v, want some on each side of %v (full jitter up to %v)", n, samples, smallest, largest, ceiling/2, ceiling)
+			t.Errorf("pause(%d): %d samples between %v and %v, want some on each side of %v (full jitter up to %v)", n, samples, smallest, largest, ceiling/2, ceiling)
 		}
 	}
 }

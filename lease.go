@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/dialect"
+	"github.com/idemkit/idem/internal/backoff"
 )
 
 // Lease mode is for work that calls something outside the database (a
@@ -217,7 +218,7 @@ func (s *Store[TTx]) Lease(ctx context.Context, req Request) (*Lease[TTx], error
 	for err == nil && l.Outcome == InFlight && time.Now().Before(deadline) {
 		// Wait for the holder: poll the record, cheaply, outside any
 		// transaction, and claim again only when it may have changed hands.
-		if err := sleep(ctx, min(pause, time.Until(deadline))); err != nil {
+		if err := backoff.Sleep(ctx, min(pause, time.Until(deadline))); err != nil {
 			return nil, s.failed(ctx, "wait for the lease of", req, err)
 		}
 		pause = min(2*pause, 250*time.Millisecond)

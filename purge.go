@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/dialect"
+	"github.com/idemkit/idem/internal/backoff"
 )
 
 // PurgeResult reports what Purge deleted.
@@ -49,7 +50,7 @@ func (s *Store[TTx]) Purge(ctx context.Context) (res PurgeResult, err error) {
 		}
 		if d := s.cfg.PurgeDutyCycle; d < 1 {
 			pause := time.Duration(float64(time.Since(started)) * (1 - d) / d)
-			if err := sleep(ctx, pause); err != nil {
+			if err := backoff.Sleep(ctx, pause); err != nil {
 				return res, fmt.Errorf("idem: purge: %w", err)
 			}
 		}

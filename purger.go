@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"time"
+
+	"github.com/idemkit/idem/internal/backoff"
 )
 
 // Purger deletes expired records: *Store[TTx] is one. RunPurges drives it.
@@ -80,7 +82,7 @@ func RunPurges(ctx context.Context, p Purger, s PurgeSchedule) error {
 	}
 	pause := time.Duration(rand.Float64() * s.Jitter * float64(s.Interval))
 	for {
-		if err := sleep(ctx, pause); err != nil {
+		if err := backoff.Sleep(ctx, pause); err != nil {
 			return err
 		}
 		run := PurgeRun{Started: time.Now()}

@@ -5,12 +5,12 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	mathrand "math/rand/v2"
 	"time"
 
 	"connectrpc.com/connect"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/backoff"
 )
 
 // Defaults for Client's zero fields.
@@ -145,7 +145,7 @@ func (i clientInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 			if err == nil || !retryable(ctx, err) {
 				return resp, err
 			}
-			if attempt >= maxAttempts || sleep(ctx, c.delay(attempt, err)) != nil {
+			if attempt >= maxAttempts || backoff.Sleep(ctx, c.delay(attempt, err)) != nil {
 				return nil, &GaveUpError{Key: key, Attempts: attempt, Err: err}
 			}
 		}
@@ -201,23 +201,5 @@ func (c *Client) delay(n int, err error) time.Duration {
 	if step <= 0 {
 		step = DefaultBaseDelay
 	}
-	for i := 1; i < n && step < maxDelay; i++ {
-		step *= 2
-	}
-	step = min(step, maxDelay)
-	return step/2 + mathrand.N(step/2+1)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return backoff.Half(backoff.Step(n, step, maxDelay))
 }

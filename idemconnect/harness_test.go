@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,7 +22,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemconnect"
-	"github.com/idemkit/idem/sqlite"
+	"github.com/idemkit/idem/idemtest"
 )
 
 // The test service has no .proto file and no generated code: its messages
@@ -108,22 +107,8 @@ type orders struct {
 func newOrders(t testing.TB, cfg idem.Config) *orders {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "orders.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	d, err := sqlite.New(ctx, db, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := idem.New(d, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	lite := idemtest.NewSQLite(t, cfg)
+	db, store := lite.DB, lite.Store
 	if _, err := db.ExecContext(ctx, `CREATE TABLE orders (id INTEGER PRIMARY KEY AUTOINCREMENT, item TEXT NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,7 +22,7 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemecho"
 	"github.com/idemkit/idem/idemhttp"
-	"github.com/idemkit/idem/sqlite"
+	"github.com/idemkit/idem/idemtest"
 )
 
 // app is an echo app on SQLite with an orders table and idemecho's
@@ -57,26 +56,13 @@ func (b *syncBuffer) String() string {
 
 func newApp(t *testing.T) *app {
 	t.Helper()
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "idem.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	drv, err := sqlite.New(t.Context(), db, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := idem.New(drv, idem.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	lite := idemtest.NewSQLite(t, idem.Config{})
+	db, store := lite.DB, lite.Store
 	if _, err := db.ExecContext(t.Context(), "CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL)"); err != nil {
 		t.Fatal(err)
 	}
 	a := &app{db: db, store: store}
+	var err error
 	a.mw, err = idemecho.New(store, idemhttp.Config{
 		Principal: func(r *http.Request) string { return r.Header.Get("X-Tenant") },
 		Logger:    slog.New(slog.NewTextHandler(&a.log, nil)),

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,7 +21,7 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemgin"
 	"github.com/idemkit/idem/idemhttp"
-	"github.com/idemkit/idem/sqlite"
+	"github.com/idemkit/idem/idemtest"
 )
 
 func TestMain(m *testing.M) {
@@ -78,22 +77,8 @@ type payment struct {
 func newService(t *testing.T, cfg idemhttp.Config) *service {
 	t.Helper()
 	ctx := t.Context()
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "idem.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	drv, err := sqlite.New(ctx, db, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := idem.New(drv, idem.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	lite := idemtest.NewSQLite(t, idem.Config{})
+	db, store := lite.DB, lite.Store
 	for _, ddl := range []string{
 		"CREATE TABLE payments (id INTEGER PRIMARY KEY, order_id TEXT NOT NULL, amount INTEGER NOT NULL)",
 		"CREATE TABLE shipments (id INTEGER PRIMARY KEY, order_id TEXT NOT NULL, label TEXT NOT NULL)",

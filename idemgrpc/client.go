@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	mathrand "math/rand/v2"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -12,6 +11,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/idemkit/idem/internal/backoff"
 )
 
 // Defaults for Client's zero fields.
@@ -114,7 +115,7 @@ func (c *Client) UnaryInterceptor() grpc.UnaryClientInterceptor {
 			if err == nil || attempt >= maxAttempts || !retryable(ctx, err, header) {
 				return err
 			}
-			if sleep(ctx, c.delay(attempt, err)) != nil {
+			if backoff.Sleep(ctx, c.delay(attempt, err)) != nil {
 				return err
 			}
 		}
@@ -163,23 +164,5 @@ func (c *Client) delay(n int, err error) time.Duration {
 	if step <= 0 {
 		step = DefaultBaseDelay
 	}
-	for i := 1; i < n && step < maxDelay; i++ {
-		step *= 2
-	}
-	step = min(step, maxDelay)
-	return step/2 + mathrand.N(step/2+1)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return backoff.Half(backoff.Step(n, step, maxDelay))
 }

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"net"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,7 +21,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemgrpc"
-	"github.com/idemkit/idem/sqlite"
+	"github.com/idemkit/idem/idemtest"
 )
 
 // The test services have no .proto file and no generated code: their
@@ -110,22 +109,8 @@ type orders struct {
 func newOrders(t testing.TB, cfg idem.Config) *orders {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "orders.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	d, err := sqlite.New(ctx, db, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := idem.New(d, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	lite := idemtest.NewSQLite(t, cfg)
+	db, store := lite.DB, lite.Store
 	if _, err := db.ExecContext(ctx, `CREATE TABLE orders (id INTEGER PRIMARY KEY AUTOINCREMENT, item TEXT NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}

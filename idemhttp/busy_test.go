@@ -4,14 +4,13 @@ import (
 	"database/sql"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
-	"github.com/idemkit/idem/sqlite"
+	"github.com/idemkit/idem/idemtest"
 )
 
 // TestBusyDatabase: on SQLite, a request that waited out the store's bound
@@ -20,22 +19,8 @@ import (
 // busy, not that its key is in progress; once the database is free, the
 // same key does the work.
 func TestBusyDatabase(t *testing.T) {
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "idem.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	d, err := sqlite.New(t.Context(), db, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := idem.New(d, idem.Config{WaitBound: 100 * time.Millisecond, MaxAttempts: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	lite := idemtest.NewSQLite(t, idem.Config{WaitBound: 100 * time.Millisecond, MaxAttempts: 1})
+	db, store := lite.DB, lite.Store
 	mw, err := idemhttp.New(store, idemhttp.Config{Principal: func(*http.Request) string { return "p" }})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem/idemtest"
 )
 
 // TestFormerScopes: a record stored before the upgrade, under idem v0.0's
@@ -87,13 +88,7 @@ func TestFormerScopes(t *testing.T) {
 // stores its answer there, and the next retry replays it; it is not
 // answered 409 until the record expires.
 func TestFormerScopesResumeLease(t *testing.T) {
-	store, err := idem.New(openSQLite(t), idem.Config{Lease: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	store := idemtest.NewSQLite(t, idem.Config{Lease: time.Minute}).Store
 	orig := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader("b"))
 	orig.Pattern = "POST /payments"
 	req := idem.Request{Scope: `POST "POST /payments" "t1"`, Key: "k1", Fingerprint: idemhttp.DefaultFingerprint(orig, "POST /payments", []byte("b"))}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,22 +15,12 @@ import (
 	"github.com/idemkit/idem/dialect"
 	"github.com/idemkit/idem/idemhttp"
 	"github.com/idemkit/idem/idemhttp/idemhttptest"
-	"github.com/idemkit/idem/sqlite"
+	"github.com/idemkit/idem/idemtest"
 )
 
 // openSQLite returns a driver on a fresh database file for one test.
 func openSQLite(t *testing.T) dialect.Driver[*sql.Tx] {
-	t.Helper()
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "idem.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	d, err := sqlite.New(t.Context(), db, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
+	return idemtest.SQLiteDriver(t)
 }
 
 // TestMiddleware runs the backend-independent HTTP suite on SQLite. The
@@ -42,14 +31,7 @@ func TestMiddleware(t *testing.T) {
 
 func newStore(t *testing.T) *idem.Store[*sql.Tx] {
 	t.Helper()
-	store, err := idem.New(openSQLite(t), idem.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	return store
+	return idemtest.NewSQLite(t, idem.Config{}).Store
 }
 
 // TestNewRejectsBadConfig: every Config New refuses is an error that
@@ -215,14 +197,8 @@ func TestDefaultRoute(t *testing.T) {
 // consumer, under the same scope) replays as 200 with its payload, never a
 // panic.
 func TestReplayOfNoStatus(t *testing.T) {
-	d := openSQLite(t)
-	store, err := idem.New(d, idem.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	lite := idemtest.NewSQLite(t, idem.Config{})
+	d, store := lite.Driver, lite.Store
 	mw, err := idemhttp.New(store, idemhttp.Config{Principal: func(*http.Request) string { return "p" }, Unrouted: true})
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem/idemtest"
 )
 
 // post sends a POST with body "b", key (none when ""), and tenant in
@@ -175,13 +176,7 @@ func TestKeyOptional(t *testing.T) {
 	for _, optional := range []bool{true, false} {
 		t.Run(map[bool]string{true: "optional", false: "required"}[optional], func(t *testing.T) {
 			events := &keylessEvents{}
-			store, err := idem.New(openSQLite(t), idem.Config{Observer: events})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := store.Migrate(t.Context()); err != nil {
-				t.Fatal(err)
-			}
+			store := idemtest.NewSQLite(t, idem.Config{Observer: events}).Store
 			mw, err := idemhttp.New(store, idemhttp.Config{
 				Principal:   func(r *http.Request) string { return r.Header.Get("X-Tenant") },
 				KeyOptional: optional,

@@ -8,13 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	mathrand "math/rand/v2"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/idemkit/idem/internal/backoff"
 )
 
 // Defaults for Transport's zero fields.
@@ -224,7 +225,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if resp != nil {
 			drain(resp.Body)
 		}
-		if serr := sleep(ctx, wait); serr != nil {
+		if serr := backoff.Sleep(ctx, wait); serr != nil {
 			if err != nil {
 				serr = fmt.Errorf("%w (last attempt: %w)", serr, err)
 			}
@@ -276,12 +277,7 @@ func (t *Transport) delay(n int, resp *http.Response, now time.Time) time.Durati
 			return min(d, maxDelay)
 		}
 	}
-	step := cmpOr(t.BaseDelay, DefaultBaseDelay)
-	for i := 1; i < n && step < maxDelay; i++ {
-		step *= 2
-	}
-	step = min(step, maxDelay)
-	return step/2 + time.Duration(mathrand.Int64N(int64(step/2)+1))
+	return backoff.Half(backoff.Step(n, cmpOr(t.BaseDelay, DefaultBaseDelay), maxDelay))
 }
 
 // DefaultRetry is Transport's default retry rule: an error is worth
@@ -435,20 +431,6 @@ func NewKey() string {
 func drain(body io.ReadCloser) {
 	_, _ = io.Copy(io.Discard, io.LimitReader(body, 64<<10)) // lets the connection be reused
 	body.Close()
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // cmpOr returns v, or def when v is not positive.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +21,7 @@ import (
 	"github.com/idemkit/idem/dialect"
 	"github.com/idemkit/idem/idemhttp"
 	"github.com/idemkit/idem/idemotel"
+	"github.com/idemkit/idem/idemtest"
 	"github.com/idemkit/idem/sqlite"
 )
 
@@ -111,23 +111,8 @@ func has(set attribute.Set, want []attribute.KeyValue) bool {
 
 func openStore(t *testing.T, cfg idem.Config) (*idem.Store[*sql.Tx], *sqlite.Driver) {
 	t.Helper()
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "idem.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	d, err := sqlite.New(t.Context(), db, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := idem.New(d, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	return store, d
+	lite := idemtest.NewSQLite(t, cfg)
+	return lite.Store, lite.Driver
 }
 
 func request(key, body string) idem.Request {

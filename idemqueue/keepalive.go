@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/backoff"
 )
 
 // keepAlive extends e every ExtendEvery until the returned stop is called;
@@ -63,7 +64,7 @@ func (c *Consumer[TTx]) processWaiting(ctx context.Context, m Message, h Handler
 		if time.Now().Add(c.cfg.InFlightDelay).After(until) {
 			return d
 		}
-		if !sleep(ctx, c.cfg.InFlightDelay) {
+		if backoff.Sleep(ctx, c.cfg.InFlightDelay) != nil {
 			// The consumer is stopping: hand the message back at once.
 			d.Delay = 0
 			return d
@@ -76,16 +77,4 @@ func minTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-// sleep waits d; false when ctx ended first.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

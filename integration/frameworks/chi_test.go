@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,29 +13,13 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
-	"github.com/idemkit/idem/sqlite"
+	"github.com/idemkit/idem/idemtest"
 )
 
 // chiStore is an idem store on a fresh SQLite file.
 func chiStore(t *testing.T) *idem.Store[*sql.Tx] {
 	t.Helper()
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "idem.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	drv, err := sqlite.New(t.Context(), db, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := idem.New(drv, idem.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	return store
+	return idemtest.NewSQLite(t, idem.Config{}).Store
 }
 
 // TestChiInstall: chi's own idioms for route-level middleware, r.With and

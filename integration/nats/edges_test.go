@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,7 +15,7 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemnats"
 	"github.com/idemkit/idem/idemqueue"
-	"github.com/idemkit/idem/sqlite"
+	"github.com/idemkit/idem/idemtest"
 )
 
 // orders is a SQLite database with an idem store and an orders table.
@@ -29,22 +28,8 @@ type orders struct {
 func newOrders(t *testing.T, cfg idem.Config) *orders {
 	t.Helper()
 	ctx := t.Context()
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "orders.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	d, err := sqlite.New(ctx, db, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := idem.New(d, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	lite := idemtest.NewSQLite(t, cfg)
+	db, store := lite.DB, lite.Store
 	if _, err := db.ExecContext(ctx, `CREATE TABLE orders (id INTEGER PRIMARY KEY AUTOINCREMENT, msg TEXT NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}

@@ -18,30 +18,19 @@
 # (and X protocol on 33060) on all addresses.
 set -Eeuo pipefail
 
-log() { printf '%s [entrypoint] %s\n' "$(date -u '+%Y-%m-%d %H:%M:%S UTC')" "$*"; }
-die() { log "error: $*" >&2; exit 1; }
+# The shared functions (log, die, server_command, run_init_scripts, the
+# mysql_* and mariadb_* helpers): scripts/standin/lib.sh.
+. /usr/local/lib/idem-standin/lib.sh
 
-if [[ $# -eq 0 || ${1:0:1} == '-' ]]; then
-	set -- mysqld "$@"
-fi
-if [[ $1 != mysqld ]]; then
-	exec "$@"
-fi
+server_command mysql mysqld -- "$@"
+set -- "${cmd[@]}"
 
-[[ $(id -u) -ne 0 ]] || die "run as the mysql user (the image's default USER), not root"
-
-datadir=/var/lib/mysql
-socket=/run/mysqld/mysqld.sock
-
+mysql_defaults
 root_password=${MYSQL_ROOT_PASSWORD:-}
 root_host=${MYSQL_ROOT_HOST:-%}
 database=${MYSQL_DATABASE:-}
 user=${MYSQL_USER:-}
 password=${MYSQL_PASSWORD:-}
-
-# sql_str quotes a string literal, sql_id an identifier.
-sql_str() { local s=${1//\\/\\\\}; s=${s//\'/\\\'}; printf "'%s'" "$s"; }
-sql_id() { printf '`%s`' "${1//\`/\`\`}"; }
 
 if [[ ! -d $datadir/mysql ]]; then
 	if [[ -z $root_password && -z ${MYSQL_ALLOW_EMPTY_PASSWORD:-} && -z ${MYSQL_RANDOM_ROOT_PASSWORD:-} ]]; then
@@ -67,55 +56,14 @@ if [[ ! -d $datadir/mysql ]]; then
 
 	# Temporary server: no TCP (classic or X protocol), so nothing outside
 	# sees it as ready.
+	client=(mysql --no-defaults --protocol=socket --socket="$socket" -uroot)
 	"$@" --skip-networking --mysqlx=OFF --socket="$socket" --default-time-zone=SYSTEM &
 	pid=$!
-	client=(mysql --no-defaults --protocol=socket --socket="$socket" -uroot)
-	for i in $(seq 1 120); do
-		"${client[@]}" -e 'SELECT 1' >/dev/null 2>&1 && break
-		kill -0 "$pid" 2>/dev/null || die "temporary server exited during startup"
-		[[ $i -lt 120 ]] || die "temporary server did not start in 60 s"
-		sleep 0.5
-	done
-	log "temporary server started"
-
-	{
-		echo "SET @@SESSION.SQL_LOG_BIN = 0;"
-		echo "SET @@SESSION.SQL_MODE = REPLACE(@@SESSION.SQL_MODE, 'NO_BACKSLASH_ESCAPES', '');"
-		echo "ALTER USER 'root'@'localhost' IDENTIFIED BY $(sql_str "$root_password");"
-		if [[ $root_host != localhost ]]; then
-			echo "CREATE USER 'root'@$(sql_str "$root_host") IDENTIFIED BY $(sql_str "$root_password");"
-			echo "GRANT ALL ON *.* TO 'root'@$(sql_str "$root_host") WITH GRANT OPTION;"
-		fi
-		if [[ -n $database ]]; then
-			echo "CREATE DATABASE IF NOT EXISTS $(sql_id "$database");"
-		fi
-		if [[ -n $user ]]; then
-			echo "CREATE USER $(sql_str "$user")@'%' IDENTIFIED BY $(sql_str "$password");"
-			if [[ -n $database ]]; then
-				echo "GRANT ALL ON $(sql_id "$database").* TO $(sql_str "$user")@'%';"
-			fi
-		fi
-	} | "${client[@]}"
+	mysql_wait "$pid"
+	mysql_accounts | "${client[@]}"
 	log "users and database created"
-
-	dbarg=()
-	[[ -z $database ]] || dbarg=("$database")
-	shopt -s nullglob
-	for f in /docker-entrypoint-initdb.d/*; do
-		case "$f" in
-		*.sh)
-			log "running $f"
-			if [[ -x $f ]]; then "$f"; else . "$f"; fi
-			;;
-		*.sql) log "running $f"; MYSQL_PWD=$root_password "${client[@]}" "${dbarg[@]}" <"$f" ;;
-		*.sql.gz) log "running $f"; gunzip -c "$f" | MYSQL_PWD=$root_password "${client[@]}" "${dbarg[@]}" ;;
-		*) log "ignoring $f" ;;
-		esac
-	done
-	shopt -u nullglob
-
-	kill -TERM "$pid"
-	wait "$pid" || die "temporary server did not stop cleanly"
+	mysql_init_scripts
+	mysql_stop "$pid"
 	log "MySQL init process done. Ready for start up."
 fi
 

@@ -11,17 +11,12 @@
 # then execs postgres as PID 1 listening on all addresses.
 set -Eeuo pipefail
 
-log() { printf '%s [entrypoint] %s\n' "$(date -u '+%Y-%m-%d %H:%M:%S UTC')" "$*"; }
-die() { log "error: $*" >&2; exit 1; }
+# The shared functions (log, die, server_command, run_init_scripts, the
+# mysql_* and mariadb_* helpers): scripts/standin/lib.sh.
+. /usr/local/lib/idem-standin/lib.sh
 
-if [[ $# -eq 0 || ${1:0:1} == '-' ]]; then
-	set -- postgres "$@"
-fi
-if [[ $1 != postgres ]]; then
-	exec "$@"
-fi
-
-[[ $(id -u) -ne 0 ]] || die "run as the postgres user (the image's default USER), not root"
+server_command postgres postgres -- "$@"
+set -- "${cmd[@]}"
 
 export PGDATA=${PGDATA:-/var/lib/postgresql/data}
 POSTGRES_USER=${POSTGRES_USER:-postgres}
@@ -71,19 +66,7 @@ if [[ ! -s $PGDATA/PG_VERSION ]]; then
 		fi
 	fi
 
-	shopt -s nullglob
-	for f in /docker-entrypoint-initdb.d/*; do
-		case "$f" in
-		*.sh)
-			log "running $f"
-			if [[ -x $f ]]; then "$f"; else . "$f"; fi
-			;;
-		*.sql) log "running $f"; "${psql_cmd[@]}" --dbname "$POSTGRES_DB" -f "$f" ;;
-		*.sql.gz) log "running $f"; gunzip -c "$f" | "${psql_cmd[@]}" --dbname "$POSTGRES_DB" ;;
-		*) log "ignoring $f" ;;
-		esac
-	done
-	shopt -u nullglob
+	run_init_scripts "${psql_cmd[@]}" --dbname "$POSTGRES_DB"
 
 	pg_ctl -D "$PGDATA" -m fast -w stop
 	log "PostgreSQL init process complete; ready for start up."
