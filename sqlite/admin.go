@@ -16,8 +16,8 @@ var adminSQL = dialect.AdminSQL{
 	Name:         "sqlite",
 	Placeholders: dialect.Question,
 	Quote:        func(name string) string { return `"` + name + `"` },
-	Now:          `COALESCE(?, CAST(unixepoch('subsec') * 1000000 AS INTEGER))`,
-	Ago:          `COALESCE(?, CAST(unixepoch('subsec') * 1000000 AS INTEGER)) - ?`,
+	Now:          now("?"),
+	Ago:          now("?") + ` - ?`,
 	// length counts a TEXT value's characters; a BLOB's are its bytes.
 	Length: func(col string) string { return `length(CAST(` + col + ` AS BLOB))` },
 	Micros: func(col string) string { return col },
