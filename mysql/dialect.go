@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
@@ -76,7 +77,7 @@ func (d *mysqlDialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.T
 	if d.perStatementWait {
 		c = d.bounded(t, s, secs)
 	} else {
-		if _, err := exec(ctx, q, setLockWait, secs); err != nil {
+		if _, err := execNamed(ctx, q, s.lockWaitSet, sql.Named("seconds", secs)); err != nil {
 			return res, err
 		}
 		defer func() {
@@ -84,15 +85,16 @@ func (d *mysqlDialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.T
 			// back, even when ctx has ended, within a bound.
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			if _, rerr := q.Exec(rctx, restoreLockWait); rerr != nil && err == nil {
+			if _, rerr := q.Exec(rctx, s.lockWaitRestore.SQL); rerr != nil && err == nil {
 				err = rerr
 			}
 		}()
 	}
 
-	now := clock(a.Now)
-	ret := a.Retention.Microseconds()
-	_, err = exec(ctx, q, c.insert, a.Scope, a.Key, a.Fingerprint, now, now, ret)
+	now := sql.Named("now", clock(a.Now))
+	scope, key, fingerprint := sql.Named("scope", a.Scope), sql.Named("key", a.Key), sql.Named("fingerprint", a.Fingerprint)
+	retention := sql.Named("retention_us", a.Retention.Microseconds())
+	_, err = execNamed(ctx, q, c.claim, scope, key, fingerprint, now, retention)
 	if err == nil {
 		return dialect.ClaimResult{Won: true}, nil
 	}
@@ -100,7 +102,7 @@ func (d *mysqlDialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.T
 		return res, err
 	}
 
-	rec, expired, found, err := d.read(ctx, q, false, c.lockingRead, a.Scope, a.Key, now)
+	rec, expired, found, err := d.read(ctx, q, false, c.peek, a.Scope, a.Key, a.Now)
 	if err != nil {
 		return res, err
 	}
@@ -111,7 +113,7 @@ func (d *mysqlDialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.T
 	if !expired {
 		return dialect.ClaimResult{Record: rec}, nil
 	}
-	n, err := exec(ctx, q, c.takeover, a.Fingerprint, now, now, ret, a.Scope, a.Key, now)
+	n, err := execNamed(ctx, q, c.takeover, scope, key, fingerprint, now, retention)
 	if err != nil {
 		return res, err
 	}
@@ -127,7 +129,10 @@ func (d *mysqlDialect) Complete(ctx context.Context, q dialect.Queryer, t dialec
 	if err := d.fits(a.Header, a.Body); err != nil {
 		return err
 	}
-	n, err := exec(ctx, q, d.stmts.For(t).complete, a.Status, a.Header, a.Body, clock(a.Now), a.Retention.Microseconds(), a.Scope, a.Key, a.Fingerprint)
+	n, err := execNamed(ctx, q, d.stmts.For(t).complete,
+		sql.Named("scope", a.Scope), sql.Named("key", a.Key), sql.Named("fingerprint", a.Fingerprint),
+		sql.Named("status", a.Status), sql.Named("header", a.Header), sql.Named("body", a.Body),
+		sql.Named("now", clock(a.Now)), sql.Named("retention_us", a.Retention.Microseconds()))
 	if err != nil {
 		return err
 	}
@@ -159,7 +164,7 @@ func (d *mysqlDialect) Lookup(ctx context.Context, q dialect.Queryer, t dialect.
 	if d.causalLookups {
 		stmt = s.causalRead
 	}
-	rec, expired, found, err := d.read(ctx, q, true, stmt, a.Scope, a.Key, clock(a.Now))
+	rec, expired, found, err := d.read(ctx, q, true, stmt, a.Scope, a.Key, a.Now)
 	if d.causalLookups {
 		err = causalReadError(err)
 	}
@@ -172,16 +177,20 @@ func (d *mysqlDialect) Lookup(ctx context.Context, q dialect.Queryer, t dialect.
 	return rec, true, nil
 }
 
-// read runs one of the record reads; it reports whether the record has
-// expired by the store's clock.
-func (d *mysqlDialect) read(ctx context.Context, q dialect.Queryer, lookup bool, stmt, scope, key string, now any) (rec dialect.Record, expired, found bool, err error) {
+// read runs one of the record reads (read or peek, at @scope, @key and
+// @now); it reports whether the record has expired by the store's clock.
+func (d *mysqlDialect) read(ctx context.Context, q dialect.Queryer, lookup bool, stmt dialect.Query, scope, key string, now time.Time) (rec dialect.Record, expired, found bool, err error) {
+	args, err := stmt.Args(sql.Named("scope", scope), sql.Named("key", key), sql.Named("now", clock(now)))
+	if err != nil {
+		return rec, false, false, err
+	}
 	var rows dialect.Rows
 	if _, prepares := q.(dialect.Preparer); lookup && prepares {
 		// A lookup where statements stay prepared (the driver's pool):
 		// one round trip the server need not parse again.
-		rows, err = dialect.QueryPrepared(ctx, q, stmt, now, scope, key)
+		rows, err = dialect.QueryPrepared(ctx, q, stmt.SQL, args...)
 	} else {
-		rows, err = query(ctx, q, stmt, now, scope, key)
+		rows, err = query(ctx, q, stmt.SQL, args...)
 	}
 	if err != nil {
 		return rec, false, false, err
@@ -197,8 +206,8 @@ func (d *mysqlDialect) read(ctx context.Context, q dialect.Queryer, lookup bool,
 	return rec, expired, true, dialect.CloseRows(rows)
 }
 
-// scanRecord reads the current row's columns (the columns variable) and
-// judges expiry by the read's clock.
+// scanRecord reads the current row's columns (the "columns" part of
+// queries/_parts.sql) and judges expiry by the read's clock.
 func scanRecord(rows dialect.Rows) (rec dialect.Record, expired bool, err error) {
 	var (
 		status, lease         *int64
@@ -226,7 +235,7 @@ func scanRecord(rows dialect.Rows) (rec dialect.Record, expired bool, err error)
 // COMMITTED transaction (where InnoDB takes no gap locks).
 func (d *mysqlDialect) Purge(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.PurgeArgs) (n int64, err error) {
 	s := d.stmts.For(t)
-	rows, err := query(ctx, q, s.purgeSelect, clock(a.Now), a.Limit)
+	rows, err := queryNamed(ctx, q, s.purge, sql.Named("now", clock(a.Now)), sql.Named("limit", a.Limit))
 	if err != nil {
 		return 0, err
 	}
@@ -268,7 +277,7 @@ func (d *mysqlDialect) raiseFloor(ctx context.Context, q dialect.Queryer, s *sta
 	if token <= 0 {
 		return nil
 	}
-	_, err := exec(ctx, q, s.raiseFloor, token, token)
+	_, err := execNamed(ctx, q, s.floorRaise, sql.Named("token", token))
 	return err
 }
 

@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"strconv"
 	"strings"
@@ -112,6 +113,26 @@ func query(ctx context.Context, q dialect.Queryer, query string, args ...any) (d
 		return q.Query(ctx, s)
 	}
 	return q.Query(ctx, query, args...)
+}
+
+// execNamed runs one of the catalog's statements with its parameters bound
+// by name, inlined when it can be.
+func execNamed(ctx context.Context, q dialect.Queryer, stmt dialect.Query, named ...sql.NamedArg) (int64, error) {
+	args, err := stmt.Args(named...)
+	if err != nil {
+		return 0, err
+	}
+	return exec(ctx, q, stmt.SQL, args...)
+}
+
+// queryNamed runs one of the catalog's queries with its parameters bound by
+// name, inlined when it can be.
+func queryNamed(ctx context.Context, q dialect.Queryer, stmt dialect.Query, named ...sql.NamedArg) (dialect.Rows, error) {
+	args, err := stmt.Args(named...)
+	if err != nil {
+		return nil, err
+	}
+	return query(ctx, q, stmt.SQL, args...)
 }
 
 // queryInt64 runs a query of one integer column and returns the first

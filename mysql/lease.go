@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"strconv"
 	"time"
@@ -24,9 +25,8 @@ var _ dialect.Leaser = (*mysqlDialect)(nil)
 // a write after it would deadlock with other losers doing the same.
 func (d *mysqlDialect) InsertLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LeaseArgs) (won bool, err error) {
 	s := d.stmts.For(t)
-	now, ret, lease := clock(a.Now), a.Retention.Microseconds(), a.Lease.Microseconds()
-	err = d.waitBounded(ctx, q, a.WaitBound, func(prefix string) error {
-		_, err := exec(ctx, q, prefix+s.lease.insert, a.Scope, a.Key, a.Fingerprint, ret, lease, lease, now)
+	err = d.waitBounded(ctx, q, s, a.WaitBound, func(prefix string) error {
+		_, err := execNamed(ctx, q, prefixed(prefix, s.lease.insert), leaseArgs(a, true)...)
 		return err
 	})
 	if isNumber(err, erDupEntry) {
@@ -38,26 +38,35 @@ func (d *mysqlDialect) InsertLease(ctx context.Context, q dialect.Queryer, t dia
 	return true, d.stampToken(ctx, q, s, a.Scope, a.Key)
 }
 
+// leaseArgs are the parameters of a lease claim: its key, fingerprint,
+// clock and lease, and, for a new record, its retention.
+func leaseArgs(a dialect.LeaseArgs, retention bool) []sql.NamedArg {
+	named := []sql.NamedArg{sql.Named("scope", a.Scope), sql.Named("key", a.Key), sql.Named("fingerprint", a.Fingerprint),
+		sql.Named("now", clock(a.Now)), sql.Named("lease_us", a.Lease.Microseconds())}
+	if retention {
+		named = append(named, sql.Named("retention_us", a.Retention.Microseconds()))
+	}
+	return named
+}
+
 // stampToken gives the record this transaction holds a token above its own
 // and the floor. The floor is read by a plain (consistent, lockless) read
 // now that the row is held: every delete of the key's earlier records has
 // committed.
 func (d *mysqlDialect) stampToken(ctx context.Context, q dialect.Queryer, s *statements, scope, key string) error {
-	floor, err := queryInt64(ctx, q, s.readFloor)
+	floor, err := queryInt64(ctx, q, s.floorRead.SQL)
 	if err != nil {
 		return err
 	}
-	_, err = exec(ctx, q, s.lease.stampToken, floor, scope, key)
+	_, err = execNamed(ctx, q, s.lease.stampToken, sql.Named("scope", scope), sql.Named("key", key), sql.Named("floor", floor))
 	return err
 }
 
 // TakeExpired takes over a record whose retention has passed.
 func (d *mysqlDialect) TakeExpired(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LeaseArgs) (won bool, err error) {
 	s := d.stmts.For(t)
-	now, ret, lease := clock(a.Now), a.Retention.Microseconds(), a.Lease.Microseconds()
-	err = d.waitBounded(ctx, q, a.WaitBound, func(prefix string) error {
-		n, err := exec(ctx, q, prefix+s.lease.takeExpired,
-			a.Fingerprint, now, now, ret, now, lease, now, lease, a.Scope, a.Key, now)
+	err = d.waitBounded(ctx, q, s, a.WaitBound, func(prefix string) error {
+		n, err := execNamed(ctx, q, prefixed(prefix, s.lease.takeExpired), leaseArgs(a, true)...)
 		won = n == 1
 		return err
 	})
@@ -69,11 +78,9 @@ func (d *mysqlDialect) TakeExpired(ctx context.Context, q dialect.Queryer, t dia
 
 // ResumeLease takes over a pending record whose lease ended.
 func (d *mysqlDialect) ResumeLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LeaseArgs) (won bool, err error) {
-	s := d.stmts.For(t).lease
-	now, lease := clock(a.Now), a.Lease.Microseconds()
-	err = d.waitBounded(ctx, q, a.WaitBound, func(prefix string) error {
-		n, err := exec(ctx, q, prefix+s.resume,
-			now, lease, now, lease, a.Scope, a.Key, a.Fingerprint, now, now)
+	s := d.stmts.For(t)
+	err = d.waitBounded(ctx, q, s, a.WaitBound, func(prefix string) error {
+		n, err := execNamed(ctx, q, prefixed(prefix, s.lease.resume), leaseArgs(a, false)...)
 		won = n == 1
 		return err
 	})
@@ -82,9 +89,9 @@ func (d *mysqlDialect) ResumeLease(ctx context.Context, q dialect.Queryer, t dia
 
 // ExtendLease moves the lease's end.
 func (d *mysqlDialect) ExtendLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.FenceArgs) (time.Time, error) {
-	s := d.stmts.For(t).lease
-	now, lease := clock(a.Now), a.Lease.Microseconds()
-	if _, err := exec(ctx, q, s.extend, append([]any{now, lease, now, lease}, fence(a)...)...); err != nil {
+	s := &d.stmts.For(t).lease
+	named := append(fence(a), sql.Named("now", clock(a.Now)), sql.Named("lease_us", a.Lease.Microseconds()))
+	if _, err := execNamed(ctx, q, s.extend, named...); err != nil {
 		return time.Time{}, err
 	}
 	return d.until(ctx, q, s, a)
@@ -92,9 +99,10 @@ func (d *mysqlDialect) ExtendLease(ctx context.Context, q dialect.Queryer, t dia
 
 // RecordStep stores a recovery point and extends the lease.
 func (d *mysqlDialect) RecordStep(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.StepArgs) (time.Time, error) {
-	s := d.stmts.For(t).lease
-	now, lease := clock(a.Now), a.Lease.Microseconds()
-	if _, err := exec(ctx, q, s.step, append([]any{now, lease, now, lease, a.Step, a.Data}, fence(a.FenceArgs)...)...); err != nil {
+	s := &d.stmts.For(t).lease
+	named := append(fence(a.FenceArgs), sql.Named("now", clock(a.Now)), sql.Named("lease_us", a.Lease.Microseconds()),
+		sql.Named("step", a.Step), sql.Named("step_data", a.Data))
+	if _, err := execNamed(ctx, q, s.step, named...); err != nil {
 		return time.Time{}, err
 	}
 	return d.until(ctx, q, s, a.FenceArgs)
@@ -105,26 +113,31 @@ func (d *mysqlDialect) CompleteLease(ctx context.Context, q dialect.Queryer, t d
 	if err := d.fits(a.Header, a.Body); err != nil {
 		return err
 	}
-	s := d.stmts.For(t).lease
-	n, err := exec(ctx, q, s.complete, append([]any{a.Status, a.Header, a.Body, clock(a.Now), a.Retention.Microseconds()}, fence(a.FenceArgs)...)...)
+	s := &d.stmts.For(t).lease
+	named := append(fence(a.FenceArgs), sql.Named("now", clock(a.Now)), sql.Named("retention_us", a.Retention.Microseconds()),
+		sql.Named("status", a.Status), sql.Named("header", a.Header), sql.Named("body", a.Body))
+	n, err := execNamed(ctx, q, s.complete, named...)
 	return d.fenced(ctx, q, s, a.FenceArgs, n, err)
 }
 
 // ReleaseLease ends the lease now, keeping the work's state.
 func (d *mysqlDialect) ReleaseLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.FenceArgs) error {
-	s := d.stmts.For(t).lease
-	n, err := exec(ctx, q, s.release, append([]any{clock(a.Now)}, fence(a)...)...)
+	s := &d.stmts.For(t).lease
+	n, err := execNamed(ctx, q, s.release, append(fence(a), sql.Named("now", clock(a.Now)))...)
 	return d.fenced(ctx, q, s, a, n, err)
 }
 
-// fence is the arguments of the fenced WHERE clause.
-func fence(a dialect.FenceArgs) []any { return []any{a.Scope, a.Key, a.Token, a.Fingerprint} }
+// fence is the parameters of the fenced WHERE clause (the "fenced" part of
+// queries/_parts.sql), in a new slice the caller may append to.
+func fence(a dialect.FenceArgs) []sql.NamedArg {
+	return []sql.NamedArg{sql.Named("scope", a.Scope), sql.Named("key", a.Key),
+		sql.Named("token", a.Token), sql.Named("fingerprint", a.Fingerprint)}
+}
 
 // ExpiredLeases lists pending records whose lease ended within their
 // retention.
 func (d *mysqlDialect) ExpiredLeases(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ExpiredLeasesArgs) ([]dialect.Record, error) {
-	now := clock(a.Now)
-	rows, err := query(ctx, q, d.stmts.For(t).lease.expired, now, now, now, a.Limit)
+	rows, err := queryNamed(ctx, q, d.stmts.For(t).lease.expired, sql.Named("now", clock(a.Now)), sql.Named("limit", a.Limit))
 	if err != nil {
 		return nil, err
 	}
@@ -144,11 +157,11 @@ func (d *mysqlDialect) ExpiredLeases(ctx context.Context, q dialect.Queryer, t d
 // counts changed rows, not matched ones, unless the DSN sets
 // clientFoundRows: an UPDATE that set what was already there reports 0, so
 // 0 is checked with a read of the holder's row (locked by the UPDATE).
-func (d *mysqlDialect) fenced(ctx context.Context, q dialect.Queryer, s leaseStatements, a dialect.FenceArgs, n int64, err error) error {
+func (d *mysqlDialect) fenced(ctx context.Context, q dialect.Queryer, s *leaseStatements, a dialect.FenceArgs, n int64, err error) error {
 	if err != nil || n == 1 {
 		return err
 	}
-	rows, err := query(ctx, q, s.held, fence(a)...)
+	rows, err := queryNamed(ctx, q, s.held, fence(a)...)
 	if err != nil {
 		return err
 	}
@@ -165,8 +178,8 @@ func (d *mysqlDialect) fenced(ctx context.Context, q dialect.Queryer, s leaseSta
 // until reads the lease's end after an extension, which also tells
 // whether the holder's record is there (go-sql-driver's row count cannot:
 // see fenced).
-func (d *mysqlDialect) until(ctx context.Context, q dialect.Queryer, s leaseStatements, a dialect.FenceArgs) (time.Time, error) {
-	rows, err := query(ctx, q, s.until, fence(a)...)
+func (d *mysqlDialect) until(ctx context.Context, q dialect.Queryer, s *leaseStatements, a dialect.FenceArgs) (time.Time, error) {
+	rows, err := queryNamed(ctx, q, s.until, fence(a)...)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -188,18 +201,18 @@ func (d *mysqlDialect) until(ctx context.Context, q dialect.Queryer, s leaseStat
 // Claim does: on MariaDB fn prefixes its statements with SET STATEMENT; on
 // MySQL the session's innodb_lock_wait_timeout is set around fn and put
 // back.
-func (d *mysqlDialect) waitBounded(ctx context.Context, q dialect.Queryer, wait time.Duration, fn func(prefix string) error) (err error) {
+func (d *mysqlDialect) waitBounded(ctx context.Context, q dialect.Queryer, s *statements, wait time.Duration, fn func(prefix string) error) (err error) {
 	secs := lockWaitSeconds(wait)
 	if d.perStatementWait {
 		return fn("SET STATEMENT innodb_lock_wait_timeout=" + strconv.FormatInt(secs, 10) + " FOR ")
 	}
-	if _, err := exec(ctx, q, setLockWait, secs); err != nil {
+	if _, err := execNamed(ctx, q, s.lockWaitSet, sql.Named("seconds", secs)); err != nil {
 		return err
 	}
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		if _, rerr := q.Exec(rctx, restoreLockWait); rerr != nil && err == nil {
+		if _, rerr := q.Exec(rctx, s.lockWaitRestore.SQL); rerr != nil && err == nil {
 			err = rerr
 		}
 	}()

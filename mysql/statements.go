@@ -12,45 +12,48 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-// now is the store's clock (a Unix-microsecond parameter) or, when that is
-// NULL, the database's. UTC_TIMESTAMP(6) is fixed for one statement.
+// queries is the statement catalog: one statement per file, named by the
+// file (queries/claim.sql is "claim"), with named parameters (@scope,
+// @now, ...) that every call site binds by name (dialect.Query.Args). The
+// parts they share are in queries/_parts.sql. Only the purge's DELETE,
+// whose length varies with its batch, is built here (purgeDelete).
+//
+//go:embed queries/*.sql
+var queries embed.FS
+
+// now is the store's clock (a Unix-microseconds parameter, ?) or, when that
+// is NULL, the database's: the "now" part of queries/_parts.sql, for the
+// admin statements built with squirrel.
 const now = `COALESCE(CAST('1970-01-01 00:00:00' AS DATETIME(6)) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6))`
 
-// micros selects a DATETIME(6) column as Unix microseconds.
+// micros selects a DATETIME(6) column as Unix microseconds: the "micros"
+// part of queries/_parts.sql, for the admin statements.
 func micros(col string) string {
 	return `TIMESTAMPDIFF(MICROSECOND, CAST('1970-01-01 00:00:00' AS DATETIME(6)), ` + col + `)`
 }
 
-// expiredAt is the purge condition, with the now parameter.
+// expiredAt is the purge condition, with the now parameter, for the admin
+// statements.
 const expiredAt = `expires_at <= ` + now
-
-// setLockWait saves the session's lock wait timeout and sets the claim's.
-const setLockWait = `SET @idem_saved_lock_wait = @@SESSION.innodb_lock_wait_timeout, SESSION innodb_lock_wait_timeout = ?`
-
-// restoreLockWait puts the session's lock wait timeout back.
-const restoreLockWait = `SET SESSION innodb_lock_wait_timeout = @idem_saved_lock_wait`
-
-// columns are the columns every read of a record returns, in the order
-// scanRecord reads them; the last is the read's clock (one now argument),
-// against which expiry and the lease's end are judged.
-var columns = `scope, idem_key, fingerprint, status, header, body, ` + micros("created_at") + `, ` + micros("expires_at") + `,
-	token, ` + micros("lease_until") + `, step, step_data, ` + micros(now)
 
 // statements is the SQL for one table.
 type statements struct {
-	lease       leaseStatements
-	quoted      string
-	schema      dialect.Schema
-	claim       claimStatements
-	complete    string
-	read        string
-	causalRead  string // read, waiting for the Galera node to catch up
-	purgeSelect string
+	lease    leaseStatements
+	quoted   string
+	schema   dialect.Schema
+	claim    claimStatements
+	complete dialect.Query
+	read     dialect.Query
+	// causalRead is read, waiting for the Galera node to catch up.
+	causalRead dialect.Query
+	purge      dialect.Query
 	// purgeDeletes caches purgeDelete by size.
 	purgeDeletes sync.Map
-	// readFloor reads the token floor, raiseFloor raises it to ? (the
-	// largest token a delete removed; the argument twice).
-	readFloor, raiseFloor string
+	// floorRead reads the token floor, floorRaise raises it to @token.
+	floorRead, floorRaise dialect.Query
+	// lockWaitSet and lockWaitRestore bound a MySQL session's lock waits
+	// around a claim.
+	lockWaitSet, lockWaitRestore dialect.Query
 }
 
 // purgeDelete returns the DELETE of n keys of a purge batch, made once per
@@ -81,7 +84,7 @@ func (s *statements) purgeDelete(n int) string {
 
 // claimStatements are the statements of a claim that may wait for a lock.
 type claimStatements struct {
-	insert, lockingRead, takeover string
+	claim, peek, takeover dialect.Query
 }
 
 // boundKey names the claim statements of one table and wait bound.
@@ -105,130 +108,74 @@ func (d *mysqlDialect) bounded(t dialect.Table, s *statements, seconds int64) *c
 	}
 	prefix += " FOR "
 	c, _ := d.bounds.LoadOrStore(k, &claimStatements{
-		insert:      prefix + s.claim.insert,
-		lockingRead: prefix + s.claim.lockingRead,
-		takeover:    prefix + s.claim.takeover,
+		claim:    prefixed(prefix, s.claim.claim),
+		peek:     prefixed(prefix, s.claim.peek),
+		takeover: prefixed(prefix, s.claim.takeover),
 	})
 	return c.(*claimStatements)
 }
 
+// prefixed is q run under prefix, a SET STATEMENT ... FOR that takes no
+// parameter.
+func prefixed(prefix string, q dialect.Query) dialect.Query {
+	q.SQL = prefix + q.SQL
+	return q
+}
+
 func newStatements(t dialect.Table) *statements {
-	n := "`" + t.Name() + "`"
-	versions := "`" + t.Index("schema") + "`"
-	fence := "`" + t.Index("fence") + "`"
-	// Arguments: now, scope, key.
-	read := `SELECT ` + columns + `
-FROM ` + n + ` WHERE scope = ? AND idem_key = ?`
+	q := dialect.MustLoadQueries(queries, "queries", t, dialect.Question, nil)
+	get := func(name string) dialect.Query {
+		s, ok := q[name]
+		if !ok {
+			panic("mysql: no statement queries/" + name + ".sql")
+		}
+		return s
+	}
+	read := get("read")
 	return &statements{
-		quoted: n,
+		quoted: "`" + t.Name() + "`",
 		schema: dialect.Schema{
-			Migrations: dialect.MustLoadMigrations(migrations, "migrations", t),
-			// A named lock of the session: migrations of one table run one
-			// at a time across processes. DDL commits on its own here, so
-			// a transaction could not hold a lock across it.
-			Lock:   `SELECT GET_LOCK('idem migrate ` + t.Name() + `', 60)`,
-			Unlock: `SELECT RELEASE_LOCK('idem migrate ` + t.Name() + `')`,
-			CreateVersionTable: `CREATE TABLE IF NOT EXISTS ` + versions + ` (
-	version    INT          NOT NULL PRIMARY KEY,
-	name       VARCHAR(255) NOT NULL,
-	applied_at DATETIME(6)  NOT NULL
-) ENGINE=InnoDB`,
-			ReadVersion:   `SELECT MAX(version) FROM ` + versions,
-			RecordVersion: `INSERT INTO ` + versions + ` (version, name, applied_at) VALUES (?, ?, UTC_TIMESTAMP(6))`,
+			Migrations:         dialect.MustLoadMigrations(migrations, "migrations", t),
+			Lock:               get("schema_lock").SQL,
+			Unlock:             get("schema_unlock").SQL,
+			CreateVersionTable: get("schema_create_version_table").SQL,
+			ReadVersion:        get("schema_read_version").SQL,
+			// Positional: @version, then @name.
+			RecordVersion: get("schema_record_version").SQL,
 		},
-
 		claim: claimStatements{
-			// Arguments: scope, key, fingerprint, now, now, retention (µs).
-			insert: `INSERT INTO ` + n + ` (scope, idem_key, fingerprint, created_at, expires_at)
-VALUES (?, ?, ?, ` + now + `, ` + now + ` + INTERVAL ? MICROSECOND)`,
-
-			// Arguments: now, scope, key.
-			lockingRead: read + ` LOCK IN SHARE MODE`,
-
-			// Arguments: fingerprint, now, now, retention, scope, key, now.
-			takeover: `UPDATE ` + n + ` SET fingerprint = ?, status = NULL, header = NULL, body = NULL,
-	created_at = ` + now + `, expires_at = ` + now + ` + INTERVAL ? MICROSECOND,
-	token = token + 1, lease_until = NULL, step = NULL, step_data = NULL
-WHERE scope = ? AND idem_key = ? AND expires_at <= ` + now,
+			claim:    get("claim"),
+			peek:     get("peek"),
+			takeover: get("takeover"),
 		},
-
-		// Arguments: status, header, body, now, retention (µs), scope,
-		// key, fingerprint. The record lives the retention after its
-		// completion.
-		complete: `UPDATE ` + n + ` SET status = ?, header = ?, body = ?, expires_at = ` + now + ` + INTERVAL ? MICROSECOND
-WHERE scope = ? AND idem_key = ? AND fingerprint = ? AND status IS NULL`,
-
-		read:       read,
-		causalRead: causalPrefix + read,
-
-		// Arguments: now, limit.
-		purgeSelect: `SELECT scope, idem_key, token FROM ` + n + ` WHERE ` + expiredAt + `
-ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED`,
-
-		// A plain read: a consistent read of the latest committed floor,
-		// taking no lock.
-		readFloor:  `SELECT COALESCE(MAX(max_deleted_token), 0) FROM ` + fence + ` WHERE id = 1`,
-		raiseFloor: `UPDATE ` + fence + ` SET max_deleted_token = ? WHERE id = 1 AND max_deleted_token < ?`,
-
-		lease: newLeaseStatements(n),
+		complete:        get("complete"),
+		read:            read,
+		causalRead:      prefixed(causalPrefix, read),
+		purge:           get("purge"),
+		floorRead:       get("floor_read"),
+		floorRaise:      get("floor_raise"),
+		lockWaitSet:     get("lock_wait_set"),
+		lockWaitRestore: get("lock_wait_restore"),
+		lease: leaseStatements{
+			insert:      get("lease_insert"),
+			stampToken:  get("lease_stamp_token"),
+			takeExpired: get("lease_take_expired"),
+			resume:      get("lease_resume"),
+			extend:      get("lease_extend"),
+			step:        get("lease_step"),
+			complete:    get("lease_complete"),
+			release:     get("lease_release"),
+			held:        get("lease_held"),
+			until:       get("lease_until"),
+			expired:     get("lease_expired"),
+		},
 	}
 }
 
-// leaseStatements are lease mode's statements. Their arguments are built
-// by the functions of lease.go, which name each placeholder.
+// leaseStatements are lease mode's statements (queries/lease_*.sql). Every
+// write that sets lease_until keeps expires_at >= lease_until.
 type leaseStatements struct {
-	insert, stampToken, takeExpired, resume string
-	extend, step, complete, release         string
-	held, until, expired                    string
-}
-
-// newLeaseStatements writes lease mode's statements for the quoted table
-// n. Every write that sets lease_until keeps expires_at >= lease_until.
-// Single-table UPDATEs assign left to right; no assignment here reads a
-// column an earlier one set.
-func newLeaseStatements(n string) leaseStatements {
-	const fenced = `WHERE scope = ? AND idem_key = ? AND token = ? AND fingerprint = ? AND status IS NULL AND lease_until IS NOT NULL`
-	const plus = ` + INTERVAL ? MICROSECOND`
-	return leaseStatements{
-		// The token is stamped by stampToken once the row is this
-		// transaction's (see Leaser).
-		insert: `INSERT INTO ` + n + ` (scope, idem_key, fingerprint, created_at, expires_at, token, lease_until)
-SELECT ?, ?, ?, c.n, GREATEST(c.n` + plus + `, c.n` + plus + `), 0, c.n` + plus + `
-FROM (SELECT ` + now + ` AS n) AS c`,
-
-		// Arguments: the floor, scope, key.
-		stampToken: `UPDATE ` + n + ` SET token = GREATEST(token, ?) + 1 WHERE scope = ? AND idem_key = ?`,
-
-		takeExpired: `UPDATE ` + n + ` SET fingerprint = ?, status = NULL, header = NULL, body = NULL, created_at = ` + now + `,
-	expires_at = GREATEST(` + now + plus + `, ` + now + plus + `),
-	lease_until = ` + now + plus + `, step = NULL, step_data = NULL
-WHERE scope = ? AND idem_key = ? AND expires_at <= ` + now,
-
-		resume: `UPDATE ` + n + ` SET token = token + 1, lease_until = ` + now + plus + `,
-	expires_at = GREATEST(expires_at, ` + now + plus + `)
-WHERE scope = ? AND idem_key = ? AND status IS NULL AND fingerprint = ?
-	AND lease_until <= ` + now + ` AND expires_at > ` + now,
-
-		extend: `UPDATE ` + n + ` SET lease_until = ` + now + plus + `, expires_at = GREATEST(expires_at, ` + now + plus + `) ` + fenced,
-
-		step: `UPDATE ` + n + ` SET lease_until = ` + now + plus + `, expires_at = GREATEST(expires_at, ` + now + plus + `),
-	step = ?, step_data = ? ` + fenced,
-
-		complete: `UPDATE ` + n + ` SET status = ?, header = ?, body = ?, expires_at = ` + now + plus + `, lease_until = NULL ` + fenced,
-
-		release: `UPDATE ` + n + ` SET lease_until = LEAST(created_at, ` + now + `) ` + fenced,
-
-		// Whether the holder's record is there: after an UPDATE that
-		// changed nothing, which go-sql-driver reports as 0 rows unless
-		// the DSN sets clientFoundRows.
-		held: `SELECT 1 FROM ` + n + ` ` + fenced,
-
-		// The holder's lease end after an extension (the row is locked by
-		// the UPDATE before it, so this reads that UPDATE's value).
-		until: `SELECT ` + micros("lease_until") + ` FROM ` + n + ` ` + fenced,
-
-		expired: `SELECT ` + columns + ` FROM ` + n + `
-WHERE lease_until <= ` + now + ` AND status IS NULL AND expires_at > ` + now + `
-ORDER BY lease_until LIMIT ?`,
-	}
+	insert, stampToken, takeExpired, resume dialect.Query
+	extend, step, complete, release         dialect.Query
+	held, until, expired                    dialect.Query
 }

@@ -1,8 +1,18 @@
 package mysql
 
 import (
+	"context"
+	"errors"
+	"io/fs"
+	"reflect"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"testing/fstest"
+	"time"
+
+	mysqldriver "github.com/go-sql-driver/mysql"
 
 	"github.com/idemkit/idem/dialect"
 )
@@ -21,10 +31,13 @@ func TestBoundedClaimStatements(t *testing.T) {
 	} {
 		d := newDialect(0)
 		d.latestLockedReads = tc.latest
-		c := d.bounded(table, d.stmts.For(table), 5)
-		for name, stmt := range map[string]string{"insert": c.insert, "locking read": c.lockingRead, "takeover": c.takeover} {
-			if !strings.HasPrefix(stmt, tc.prefix) {
-				t.Errorf("latestLockedReads=%v: %s %q, want prefix %q", tc.latest, name, stmt, tc.prefix)
+		s := d.stmts.For(table)
+		c := d.bounded(table, s, 5)
+		for name, pair := range map[string][2]dialect.Query{
+			"claim": {c.claim, s.claim.claim}, "peek": {c.peek, s.claim.peek}, "takeover": {c.takeover, s.claim.takeover},
+		} {
+			if pair[0].SQL != tc.prefix+pair[1].SQL || !slices.Equal(pair[0].Params(), pair[1].Params()) {
+				t.Errorf("latestLockedReads=%v: %s %q, want %q with prefix %q", tc.latest, name, pair[0].SQL, pair[1].SQL, tc.prefix)
 			}
 		}
 	}
@@ -34,9 +47,282 @@ func TestBoundedClaimStatements(t *testing.T) {
 func TestCausalLookupStatement(t *testing.T) {
 	table, _ := dialect.NewTable("t")
 	s := newDialect(0).stmts.For(table)
-	if s.causalRead != causalPrefix+s.read || strings.HasPrefix(s.read, "SET") {
-		t.Errorf("read %q, causal read %q", s.read, s.causalRead)
+	if s.causalRead.SQL != causalPrefix+s.read.SQL || strings.HasPrefix(s.read.SQL, "SET") {
+		t.Errorf("read %q, causal read %q", s.read.SQL, s.causalRead.SQL)
 	}
+}
+
+// The admin statements build their filters in Go from now and micros: the
+// same SQL as the catalog's parts.
+func TestAdminPartsMatchCatalog(t *testing.T) {
+	parts, err := fs.ReadFile(queries, "queries/_parts.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, _ := dialect.NewTable("t")
+	q, err := dialect.LoadQueries(fstest.MapFS{
+		"q/_parts.sql": {Data: parts},
+		"q/x.sql":      {Data: []byte(`{{template "now"}} {{template "micros" "created_at"}}`)},
+	}, "q", table, dialect.Question, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := now + " " + micros("created_at"); q["x"].SQL != want {
+		t.Errorf("catalog parts %q, Go's %q", q["x"].SQL, want)
+	}
+}
+
+// The schema statements go to the migration runner, which binds
+// RecordVersion's version and name by position.
+func TestSchemaStatements(t *testing.T) {
+	table, _ := dialect.NewTable("t")
+	q := dialect.MustLoadQueries(queries, "queries", table, dialect.Question, nil)
+	for name, params := range map[string][]string{
+		"schema_lock": nil, "schema_unlock": nil, "schema_create_version_table": nil, "schema_read_version": nil,
+		"schema_record_version": {"version", "name"},
+	} {
+		if got := q[name].Params(); !slices.Equal(got, params) {
+			t.Errorf("%s takes %v, want %v", name, got, params)
+		}
+	}
+	if s := newStatements(table).schema; !strings.Contains(s.Lock, "'idem migrate t'") || !strings.Contains(s.RecordVersion, "`t_schema`") {
+		t.Errorf("schema statements not rendered for the table: %+v", s)
+	}
+}
+
+// Every statement of the catalog, run by the method that uses it against a
+// scripted connection, on MySQL (the session's lock wait set around a
+// claim) and on MariaDB (SET STATEMENT): each call site binds every
+// parameter its statement names, by name, and no statement of the catalog
+// is left unused. A name missing, misspelt or extra fails the method with
+// ErrInvalidConfig before anything is sent.
+func TestCatalogBoundByCallSites(t *testing.T) {
+	table, _ := dialect.NewTable("t")
+	catalog := dialect.MustLoadQueries(queries, "queries", table, dialect.Question, nil)
+	now := time.UnixMicro(1_700_000_000_000_000)
+	us := now.UnixMicro()
+	record := func(expires int64) []any {
+		return []any{"s", "k", []byte("fp"), (*int64)(nil), []byte(nil), []byte(nil), us - 10, expires,
+			int64(3), &us, []byte("step"), []byte("data"), us}
+	}
+	fenceArgs := dialect.FenceArgs{Scope: "s", Key: "k", Token: 3, Fingerprint: []byte("fp"), Now: now, Lease: time.Second}
+	leaseArgs := dialect.LeaseArgs{Scope: "s", Key: "k", Fingerprint: []byte("fp"), Now: now, Retention: time.Hour, Lease: time.Second, WaitBound: time.Second}
+	dup := &mysqldriver.MySQLError{Number: erDupEntry}
+	ctx := context.Background()
+
+	type answers map[string]answer
+	for _, mariaDB := range []bool{false, true} {
+		ran := map[string]bool{}
+		for _, tc := range []struct {
+			name    string
+			answers answers
+			want    []string // the statements run, in order
+			bound   int      // how many of them run with the lock wait bounded
+			call    func(d *mysqlDialect, q dialect.Queryer) error
+		}{
+			{"Claim won", answers{"claim": {n: 1}}, []string{"claim"}, 1, func(d *mysqlDialect, q dialect.Queryer) error {
+				_, err := d.Claim(ctx, q, table, dialect.ClaimArgs{Scope: "s", Key: "k", Fingerprint: []byte("fp"), Now: now, Retention: time.Hour, WaitBound: time.Second})
+				return err
+			}},
+			{"Claim lost", answers{"claim": {err: dup}, "peek": {rows: [][]any{record(us + 10)}}}, []string{"claim", "peek"}, 2, func(d *mysqlDialect, q dialect.Queryer) error {
+				res, err := d.Claim(ctx, q, table, dialect.ClaimArgs{Scope: "s", Key: "k", Fingerprint: []byte("fp"), Now: now, Retention: time.Hour})
+				if err == nil && (res.Won || res.Record.Token != 3) {
+					return errors.New("the record lost to is not reported")
+				}
+				return err
+			}},
+			{"Claim takes over", answers{"claim": {err: dup}, "peek": {rows: [][]any{record(us)}}, "takeover": {n: 1}}, []string{"claim", "peek", "takeover"}, 3, func(d *mysqlDialect, q dialect.Queryer) error {
+				res, err := d.Claim(ctx, q, table, dialect.ClaimArgs{Scope: "s", Key: "k", Fingerprint: []byte("fp"), Retention: time.Hour})
+				if err == nil && !res.Won {
+					return errors.New("the expired record is not taken over")
+				}
+				return err
+			}},
+			{"Complete", answers{"complete": {n: 1}}, []string{"complete"}, 0, func(d *mysqlDialect, q dialect.Queryer) error {
+				return d.Complete(ctx, q, table, dialect.CompleteArgs{Scope: "s", Key: "k", Fingerprint: []byte("fp"), Status: 200, Header: []byte("h"), Body: []byte("b"), Now: now, Retention: time.Hour})
+			}},
+			{"Lookup", answers{"read": {rows: [][]any{record(us + 10)}}}, []string{"read"}, 0, func(d *mysqlDialect, q dialect.Queryer) error {
+				_, found, err := d.Lookup(ctx, q, table, dialect.LookupArgs{Scope: "s", Key: "k", Now: now})
+				if err == nil && !found {
+					return errors.New("the record is not found")
+				}
+				return err
+			}},
+			{"Purge", answers{"purge": {rows: [][]any{{[]byte("s"), []byte("k"), int64(7)}}}, "purge delete": {n: 1}, "floor_raise": {n: 1}},
+				[]string{"purge", "purge delete", "floor_raise"}, 0, func(d *mysqlDialect, q dialect.Queryer) error {
+					_, err := d.Purge(ctx, q, table, dialect.PurgeArgs{Now: now, Limit: 10})
+					return err
+				}},
+			{"InsertLease", answers{"lease_insert": {n: 1}, "floor_read": {rows: [][]any{{int64(2)}}}, "lease_stamp_token": {n: 1}},
+				[]string{"lease_insert", "floor_read", "lease_stamp_token"}, 1, func(d *mysqlDialect, q dialect.Queryer) error {
+					_, err := d.InsertLease(ctx, q, table, leaseArgs)
+					return err
+				}},
+			{"TakeExpired", answers{"lease_take_expired": {n: 1}, "floor_read": {rows: [][]any{{int64(2)}}}, "lease_stamp_token": {n: 1}},
+				[]string{"lease_take_expired", "floor_read", "lease_stamp_token"}, 1, func(d *mysqlDialect, q dialect.Queryer) error {
+					_, err := d.TakeExpired(ctx, q, table, leaseArgs)
+					return err
+				}},
+			{"ResumeLease", answers{"lease_resume": {n: 1}}, []string{"lease_resume"}, 1, func(d *mysqlDialect, q dialect.Queryer) error {
+				_, err := d.ResumeLease(ctx, q, table, leaseArgs)
+				return err
+			}},
+			{"ExtendLease", answers{"lease_extend": {n: 1}, "lease_until": {rows: [][]any{{&us}}}}, []string{"lease_extend", "lease_until"}, 0, func(d *mysqlDialect, q dialect.Queryer) error {
+				_, err := d.ExtendLease(ctx, q, table, fenceArgs)
+				return err
+			}},
+			{"RecordStep", answers{"lease_step": {n: 1}, "lease_until": {rows: [][]any{{&us}}}}, []string{"lease_step", "lease_until"}, 0, func(d *mysqlDialect, q dialect.Queryer) error {
+				_, err := d.RecordStep(ctx, q, table, dialect.StepArgs{FenceArgs: fenceArgs, Step: "step", Data: []byte("data")})
+				return err
+			}},
+			{"CompleteLease", answers{"lease_complete": {n: 0}, "lease_held": {rows: [][]any{{int64(1)}}}}, []string{"lease_complete", "lease_held"}, 0, func(d *mysqlDialect, q dialect.Queryer) error {
+				return d.CompleteLease(ctx, q, table, dialect.CompleteLeaseArgs{FenceArgs: fenceArgs, Status: 200, Header: []byte("h"), Body: []byte("b"), Retention: time.Hour})
+			}},
+			{"ReleaseLease", answers{"lease_release": {n: 1}}, []string{"lease_release"}, 0, func(d *mysqlDialect, q dialect.Queryer) error {
+				return d.ReleaseLease(ctx, q, table, fenceArgs)
+			}},
+			{"ExpiredLeases", answers{"lease_expired": {rows: [][]any{record(us + 10)}}}, []string{"lease_expired"}, 0, func(d *mysqlDialect, q dialect.Queryer) error {
+				recs, err := d.ExpiredLeases(ctx, q, table, dialect.ExpiredLeasesArgs{Now: now, Limit: 10})
+				if err == nil && len(recs) != 1 {
+					return errors.New("the expired lease is not listed")
+				}
+				return err
+			}},
+		} {
+			d := newDialect(0)
+			d.perStatementWait = mariaDB
+			q := &scripted{t: t, catalog: catalog, answers: tc.answers}
+			if err := tc.call(d, q); err != nil {
+				t.Errorf("mariaDB=%v: %s: %v", mariaDB, tc.name, err)
+			}
+			want := tc.want
+			if tc.bound > 0 && !mariaDB {
+				// MySQL: the session's lock wait is set around the
+				// statements that may wait, and put back.
+				want = slices.Concat([]string{"lock_wait_set"}, tc.want[:tc.bound], []string{"lock_wait_restore"}, tc.want[tc.bound:])
+			}
+			if !slices.Equal(q.ran, want) {
+				t.Errorf("mariaDB=%v: %s ran %v, want %v", mariaDB, tc.name, q.ran, want)
+			}
+			for _, n := range q.ran {
+				ran[n] = true
+			}
+		}
+		for name := range catalog {
+			switch {
+			case ran[name]:
+			case strings.HasPrefix(name, "schema_"): // the migration runner's
+			case mariaDB && strings.HasPrefix(name, "lock_wait_"): // MariaDB bounds each statement instead
+			default:
+				t.Errorf("mariaDB=%v: statement %s is run by no call site", mariaDB, name)
+			}
+		}
+	}
+}
+
+// answer is what a scripted statement returns.
+type answer struct {
+	n    int64
+	err  error
+	rows [][]any
+}
+
+// scripted is a connection that knows the catalog: it names each statement
+// it is sent, checks its placeholders against its arguments, and answers
+// as scripted.
+type scripted struct {
+	t       *testing.T
+	catalog map[string]dialect.Query
+	answers map[string]answer
+	ran     []string
+
+	patterns map[string]*regexp.Regexp
+}
+
+// literal is a value inline writes in place of a placeholder.
+const literal = `(?:NULL|-?[0-9]+|X'[0-9A-F]*')`
+
+// name identifies a statement sent, inlined or with its arguments.
+func (f *scripted) name(stmt string, args []any) string {
+	f.t.Helper()
+	if len(args) > 0 {
+		text, ok := inline(stmt, args)
+		if !ok {
+			f.t.Fatalf("statement %q sent with %d arguments", stmt, len(args))
+		}
+		stmt = text
+	}
+	if strings.HasPrefix(stmt, "DELETE r FROM (SELECT ") {
+		return "purge delete"
+	}
+	if f.patterns == nil {
+		// Each statement inlined: its text with a literal for each ?,
+		// under any SET STATEMENT.
+		f.patterns = map[string]*regexp.Regexp{}
+		for name, q := range f.catalog {
+			parts := strings.Split(q.SQL, "?")
+			for i := range parts {
+				parts[i] = regexp.QuoteMeta(parts[i])
+			}
+			f.patterns[name] = regexp.MustCompile(`^(?:SET STATEMENT [^?]*? FOR )?` + strings.Join(parts, literal) + `$`)
+		}
+	}
+	var found []string
+	for name, p := range f.patterns {
+		if p.MatchString(stmt) {
+			found = append(found, name)
+		}
+	}
+	if len(found) != 1 {
+		f.t.Fatalf("statement %q is %v of the catalog", stmt, found)
+	}
+	return found[0]
+}
+
+func (f *scripted) Exec(_ context.Context, stmt string, args ...any) (int64, error) {
+	name := f.name(stmt, args)
+	f.ran = append(f.ran, name)
+	a := f.answers[name]
+	return a.n, a.err
+}
+
+func (f *scripted) Query(_ context.Context, stmt string, args ...any) (dialect.Rows, error) {
+	name := f.name(stmt, args)
+	f.ran = append(f.ran, name)
+	a := f.answers[name]
+	if a.err != nil {
+		return nil, a.err
+	}
+	return &scriptedRows{rows: a.rows, next: -1}, nil
+}
+
+// scriptedRows are rows whose values have the types Scan's destinations
+// point to.
+type scriptedRows struct {
+	rows [][]any
+	next int
+}
+
+func (r *scriptedRows) Next() bool   { r.next++; return r.next < len(r.rows) }
+func (r *scriptedRows) Err() error   { return nil }
+func (r *scriptedRows) Close() error { return nil }
+func (r *scriptedRows) Scan(dest ...any) error {
+	row := r.rows[r.next]
+	if len(dest) != len(row) {
+		return errors.New("scan of the wrong number of columns")
+	}
+	for i, v := range row {
+		d := reflect.ValueOf(dest[i]).Elem()
+		if v == nil {
+			d.SetZero()
+			continue
+		}
+		if !reflect.TypeOf(v).AssignableTo(d.Type()) {
+			return errors.New("scan of column " + reflect.TypeOf(v).String() + " into " + d.Type().String())
+		}
+		d.Set(reflect.ValueOf(v))
+	}
+	return nil
 }
 
 func TestGaleraNode(t *testing.T) {

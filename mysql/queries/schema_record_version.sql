@@ -1,0 +1,3 @@
+{{/* The migration runner binds @version and @name by position, in this
+order. */ -}}
+INSERT INTO `{{.Index "schema"}}` (version, name, applied_at) VALUES (@version, @name, UTC_TIMESTAMP(6))

@@ -1,0 +1,1 @@
+SELECT RELEASE_LOCK('idem migrate {{.Name}}')
