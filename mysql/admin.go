@@ -19,12 +19,10 @@ var adminSQL = dialect.AdminSQL{
 	Name:         "mysql",
 	Placeholders: dialect.Question,
 	Quote:        func(name string) string { return "`" + name + "`" },
-	Now:          `COALESCE(CAST('1970-01-01 00:00:00' AS DATETIME(6)) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6))`,
-	Ago:          `COALESCE(CAST('1970-01-01 00:00:00' AS DATETIME(6)) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6)) - INTERVAL ? MICROSECOND`,
+	Now:          now,
+	Ago:          now + ` - INTERVAL ? MICROSECOND`,
 	Length:       func(col string) string { return `LENGTH(` + col + `)` },
-	Micros: func(col string) string {
-		return `TIMESTAMPDIFF(MICROSECOND, CAST('1970-01-01 00:00:00' AS DATETIME(6)), ` + col + `)`
-	},
+	Micros:       micros,
 }
 
 // inlining sends the admin statements as the dialect sends its others.

@@ -32,10 +32,6 @@ func micros(col string) string {
 	return `TIMESTAMPDIFF(MICROSECOND, CAST('1970-01-01 00:00:00' AS DATETIME(6)), ` + col + `)`
 }
 
-// expiredAt is the purge condition, with the now parameter, for the admin
-// statements.
-const expiredAt = `expires_at <= ` + now
-
 // statements is the SQL for one table.
 type statements struct {
 	lease    leaseStatements
@@ -153,7 +149,7 @@ func newStatements(t dialect.Table) *statements {
 		causalRead:      prefixed(causalPrefix, read),
 		purge:           get("purge"),
 		floorRead:       get("floor_read"),
-		floorRaise:      get("floor_raise"),
+		floorRaise:      get("raise_floor"),
 		lockWaitSet:     get("lock_wait_set"),
 		lockWaitRestore: get("lock_wait_restore"),
 		lease: leaseStatements{

@@ -148,8 +148,8 @@ func TestCatalogBoundByCallSites(t *testing.T) {
 				}
 				return err
 			}},
-			{"Purge", answers{"purge": {rows: [][]any{{[]byte("s"), []byte("k"), int64(7)}}}, "purge delete": {n: 1}, "floor_raise": {n: 1}},
-				[]string{"purge", "purge delete", "floor_raise"}, 0, func(d *mysqlDialect, q dialect.Queryer) error {
+			{"Purge", answers{"purge": {rows: [][]any{{[]byte("s"), []byte("k"), int64(7)}}}, "purge delete": {n: 1}, "raise_floor": {n: 1}},
+				[]string{"purge", "purge delete", "raise_floor"}, 0, func(d *mysqlDialect, q dialect.Queryer) error {
 					_, err := d.Purge(ctx, q, table, dialect.PurgeArgs{Now: now, Limit: 10})
 					return err
 				}},

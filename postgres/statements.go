@@ -66,10 +66,10 @@ func newStatements(t dialect.Table) *statements {
 		schema: dialect.Schema{
 			Migrations:         dialect.MustLoadMigrations(migrations, "migrations", t),
 			Lock:               q("schema_lock").SQL,
-			CreateVersionTable: q("version_table").SQL,
-			ReadVersion:        q("version_read").SQL,
+			CreateVersionTable: q("schema_create_version_table").SQL,
+			ReadVersion:        q("schema_read_version").SQL,
 			// dialect.Migrate binds version and name in that order.
-			RecordVersion: q("version_record").SQL,
+			RecordVersion: q("schema_record_version").SQL,
 		},
 		claim:           q("claim"),
 		takeover:        q("takeover"),
