@@ -271,9 +271,7 @@ func (r *report) writeTargets(w io.Writer, all []*summary) {
 	cols := []col{
 		{"idem / bare", pathIdem, pathBare, nil},
 		{"idem / seed (≥ 1)", pathIdem, pathSeed, func(_ int, v float64) (string, bool) { return mark(v >= 1), true }},
-		{"idem / seed-plain", pathIdem, pathSeedPlain, nil},
 		{"idem / floor (≥ 0.9 at 16)", pathIdem, pathFloor, func(c int, v float64) (string, bool) { return mark(v >= 0.9), c == 16 }},
-		{"idem / floor-plain", pathIdem, pathFloorPlain, nil},
 		{"seed / floor", pathSeed, pathFloor, nil},
 		{"idem-rf / idem", pathIdemRF, pathIdem, nil},
 		{"replay / bare (≥ 1.5 at 16, 64)", pathReplay, pathBare, func(c int, v float64) (string, bool) { return mark(v >= 1.5), c == 16 || c == 64 }},
@@ -318,7 +316,7 @@ func (r *report) writeTargets(w io.Writer, all []*summary) {
 
 	// Round trips of a first request, per scheme (target: database/sql on
 	// PostgreSQL costs what pgx costs).
-	rtPaths := []path{pathBare, pathFloor, pathFloorPlain, pathSeed, pathSeedPlain, pathIdem, pathReplay, pathReplayClaim, pathReplayRF}
+	rtPaths := []path{pathBare, pathFloor, pathSeed, pathIdem, pathReplay, pathReplayClaim, pathReplayRF}
 	rtPaths = slices.DeleteFunc(rtPaths, func(p path) bool { return !slices.ContainsFunc(all, func(s *summary) bool { return s.path == p }) })
 	if len(rtPaths) == 0 || len(r.opts.clients) == 0 || !slices.ContainsFunc(r.targets(), r.onWire) {
 		return
