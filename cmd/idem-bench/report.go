@@ -102,19 +102,13 @@ func (r *report) summaries() []*summary {
 		cpuS     time.Duration
 	}
 	accs := map[*summary]*acc{}
-	find := func(c *cell) *summary {
-		for _, s := range out {
-			if s.target == c.target && s.clients == c.clients && s.path == c.path {
-				return s
-			}
-		}
-		s := &summary{target: c.target, clients: c.clients, path: c.path}
-		out = append(out, s)
-		accs[s] = &acc{}
-		return s
-	}
 	for _, c := range r.cells {
-		s := find(c)
+		s := find(out, c.target, c.clients, c.path)
+		if s == nil {
+			s = &summary{target: c.target, clients: c.clients, path: c.path}
+			out = append(out, s)
+			accs[s] = &acc{}
+		}
 		a := accs[s]
 		s.rounds++
 		s.ops += c.ops
@@ -233,7 +227,7 @@ func (r *report) write(w io.Writer) {
 	fmt.Fprintln(w)
 
 	r.writeTargets(w, all)
-	r.writeExcluded(w, all)
+	r.writeExcluded(w)
 	r.writeSizes(w)
 	r.writeScale(w)
 	r.writePurges(w)
@@ -313,43 +307,6 @@ func (r *report) writeTargets(w io.Writer, all []*summary) {
 		}
 	}
 	fmt.Fprintln(w)
-
-	// Round trips of a first request, per scheme (target: database/sql on
-	// PostgreSQL costs what pgx costs).
-	rtPaths := []path{pathBare, pathFloor, pathSeed, pathIdem, pathReplay, pathReplayClaim, pathReplayRF}
-	rtPaths = slices.DeleteFunc(rtPaths, func(p path) bool { return !slices.ContainsFunc(all, func(s *summary) bool { return s.path == p }) })
-	if len(rtPaths) == 0 || len(r.opts.clients) == 0 || !slices.ContainsFunc(r.targets(), r.onWire) {
-		return
-	}
-	level := r.opts.clients[len(r.opts.clients)/2]
-	if slices.Contains(r.opts.clients, 16) {
-		level = 16
-	}
-	fmt.Fprintf(w, "Round trips (and statements) per request at %d clients:\n\n| backend |", level)
-	for _, p := range rtPaths {
-		fmt.Fprintf(w, " %s |", p)
-	}
-	fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("---:|", len(rtPaths)))
-	for _, t := range r.targets() {
-		if !r.onWire(t) {
-			continue
-		}
-		fmt.Fprintf(w, "| %s |", t)
-		for _, p := range rtPaths {
-			s := find(all, t, level, p)
-			if s == nil || s.ops == 0 {
-				fmt.Fprintf(w, " — |")
-				continue
-			}
-			if s.st < 0 {
-				fmt.Fprintf(w, " %.2f |", s.rt)
-			} else {
-				fmt.Fprintf(w, " %.2f (%.2f) |", s.rt, s.st)
-			}
-		}
-		fmt.Fprintln(w)
-	}
-	fmt.Fprintln(w)
 }
 
 // excluded are the summaries with failed requests.
@@ -357,13 +314,8 @@ func (r *report) excluded() []*summary {
 	return slices.DeleteFunc(r.summaries(), func(s *summary) bool { return s.errors == 0 })
 }
 
-func (r *report) writeExcluded(w io.Writer, all []*summary) {
-	var bad []*summary
-	for _, s := range all {
-		if s.errors > 0 {
-			bad = append(bad, s)
-		}
-	}
+func (r *report) writeExcluded(w io.Writer) {
+	bad := r.excluded()
 	if len(bad) == 0 {
 		return
 	}
