@@ -1,8 +1,8 @@
 // Command idem-bench measures what idem costs next to the write it
 // protects: the same write (BEGIN; INSERT an order; COMMIT) bare, with the
 // plainest record of its key (floor), with the seed's SQL as written
-// (seed), inside Store.Do and behind the HTTP middleware, and the paths a
-// retry takes (replay, mismatch, contended). It runs each path at several
+// (seed) and inside Store.Do, and the paths a retry takes (replay,
+// mismatch, contended). It runs each path at several
 // levels of concurrency in interleaved rounds on SQLite, PostgreSQL (pgx,
 // database/sql, database/sql through a connector that holds BEGIN back) and
 // MySQL or MariaDB, optionally through a proxy that delays every byte on

@@ -64,8 +64,8 @@ const (
 // then the paths that send keys the writes completed.
 var pathDefs = []pathDef{
 	{pathBare, schemeBare, freshKeys, "", "the user's write alone: BEGIN; INSERT an order; COMMIT, each statement sent as the application sends it"},
-	{pathFloor, schemeFloor, freshKeys, "", "bare plus one plain INSERT of the key into the idem table, sent the way idem sends its own statements (pgx: with COMMIT; MariaDB: values inlined; SQLite: prepared)"},
-	{pathSeed, schemeSeed, freshKeys, "", "the seed's SQL as written (claim INSERT ... ON CONFLICT DO NOTHING RETURNING, or a plain INSERT and 1062 on MySQL; the order; UPDATE ... SET response; COMMIT), sent the way idem sends its own statements (pgx: BEGIN with the claim, the UPDATE with COMMIT; MariaDB: values inlined; SQLite: prepared)"},
+	{pathFloor, schemeFloor, freshKeys, "", "bare plus one plain INSERT of the key into the idem table, sent the way idem sends its own statements (pgx: with COMMIT, through idem's driver; MariaDB: values inlined; SQLite: prepared by idem's driver)"},
+	{pathSeed, schemeSeed, freshKeys, "", "the seed's SQL as written (claim INSERT ... ON CONFLICT DO NOTHING RETURNING, or a plain INSERT and 1062 on MySQL; the order; UPDATE ... SET response; COMMIT), sent the way idem sends its own statements (pgx: BEGIN with the claim, the UPDATE with COMMIT, through idem's driver; MariaDB: values inlined; SQLite: prepared by idem's driver)"},
 	{pathIdem, schemeIdem, freshKeys, "", "the write inside Store.Do"},
 	{pathIdemRF, schemeReadFirst, freshKeys, "", "Store.Do with ReadFirstAlways: a read before the transaction"},
 	{pathReplay, schemeIdem, replayKeys, pathIdem, "keys the idem cell completed, sent again through Store.Do with the default Config.ReadFirst (ReadFirstAuto: it reads first once recent requests were mostly retries)"},
