@@ -287,13 +287,8 @@ type completed struct {
 func benchTarget(ctx context.Context, o options, t *target, runID string, rep *report) error {
 	var writes, others []pathDef
 	for _, d := range pathDefs {
-		if !o.has(d.name) || t.schemes[d.scheme] == nil {
+		if !o.has(d.name) {
 			continue
-		}
-		if d.keys != freshKeys && d.of != "" {
-			if of, _ := defOf(d.of); t.schemes[of.scheme] == nil {
-				continue
-			}
 		}
 		if d.keys == freshKeys {
 			writes = append(writes, d)

@@ -35,8 +35,7 @@ type pathDef struct {
 	about  string
 }
 
-// Schemes: the ways a request is sent. A target has the ones its backend
-// supports; a path whose scheme a target lacks is skipped there.
+// Schemes: the ways a request is sent. Every target has every one.
 const (
 	schemeBare      = "bare"
 	schemeFloor     = "floor"
