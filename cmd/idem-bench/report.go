@@ -407,13 +407,11 @@ func (r *report) writePurges(w io.Writer) {
 	fmt.Fprintf(w, "Claims are measured for %v before, during the whole purge, and %v after.\n\n", r.opts.purgeWindow, r.opts.purgeWindow)
 	fmt.Fprintf(w, "| backend | purge | run | expired rows | purge time | rows/s | claims/s before / during / after | claim p99 ms before / during / after | p99 change |\n")
 	fmt.Fprintf(w, "|---|---|---:|---:|---:|---:|---|---|---:|\n")
-	type key struct {
-		target string
-		duty   float64
-	}
-	within := map[key][2]int{} // runs within +20 %, runs
-	var keys []key
-	for _, p := range r.purges {
+	// Runs of one backend and duty cycle are adjacent: each group ends in
+	// a line of how many stayed within +20 %.
+	var groups []string
+	within, runs := 0, 0
+	for i, p := range r.purges {
 		rate := 0.0
 		if p.took > 0 {
 			rate = float64(p.purge.Deleted) / p.took.Seconds()
@@ -427,31 +425,20 @@ func (r *report) writePurges(w io.Writer) {
 		if p.duty < 1 {
 			mode = fmt.Sprintf("paced, %.0f%% duty", 100*p.duty)
 		}
-		k := key{p.target, p.duty}
-		if _, ok := within[k]; !ok {
-			keys = append(keys, k)
-		}
-		c := within[k]
-		c[1]++
-		if change <= 0.2 {
-			c[0]++
-		}
-		within[k] = c
 		fmt.Fprintf(w, "| %s | %s | %d | %d | %s | %.0f | %.0f / %.0f / %.0f | %.2f / %.2f / %.2f | %+.0f%% |\n",
 			p.target, mode, p.repeat+1, p.purge.Deleted, took, rate,
 			p.before.throughput(), p.during.throughput(), p.aft.throughput(),
 			ms(p.before.percentile(.99)), ms(p.during.percentile(.99)), ms(p.aft.percentile(.99)), 100*change)
-	}
-	fmt.Fprintln(w)
-	for _, k := range keys {
-		c := within[k]
-		mode := "Store.Purge back to back"
-		if k.duty < 1 {
-			mode = fmt.Sprintf("PurgeDutyCycle %g", k.duty)
+		runs++
+		if change <= 0.2 {
+			within++
 		}
-		fmt.Fprintf(w, "- %s, %s: claim p99 within +20%% in %d of %d runs.\n", k.target, mode, c[0], c[1])
+		if next := i + 1; next == len(r.purges) || r.purges[next].target != p.target || r.purges[next].duty != p.duty {
+			groups = append(groups, fmt.Sprintf("- %s, %s: claim p99 within +20%% in %d of %d runs.\n", p.target, mode, within, runs))
+			within, runs = 0, 0
+		}
 	}
-	fmt.Fprintln(w)
+	fmt.Fprintf(w, "\n%s\n", strings.Join(groups, ""))
 }
 
 // writeRaw writes every cell, every round, as CSV.
