@@ -1,8 +1,8 @@
 // Command idem-bench measures what idem costs next to the write it
 // protects: the same write (BEGIN; INSERT an order; COMMIT) bare, with the
 // plainest record of its key (floor), with the seed's SQL as written
-// (seed), inside Store.Do and behind the HTTP middleware, and the paths a
-// retry takes (replay, mismatch, contended). It runs each path at several
+// (seed) and inside Store.Do, and the paths a retry takes (replay,
+// mismatch, contended). It runs each path at several
 // levels of concurrency in interleaved rounds on SQLite, PostgreSQL (pgx,
 // database/sql, database/sql through a connector that holds BEGIN back) and
 // MySQL or MariaDB, optionally through a proxy that delays every byte on
@@ -31,19 +31,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/signal"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	mysqldriver "github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/idemkit/idem"
 )
@@ -60,8 +55,7 @@ type options struct {
 	purgeWindow time.Duration
 	purgeLimit  time.Duration
 	purgeConc   int
-	purgeDuty   float64
-	purgeB2B    bool
+	purgeDuty   []float64
 	purgeRepeat int
 	purgeOn     []string
 	scaleRows   []int64
@@ -70,16 +64,13 @@ type options struct {
 	scaleWindow time.Duration
 	scaleLimit  time.Duration
 	netRTT      time.Duration
-	volumes     bool
 	mysqlParams string
-	sqliteConns int
 	timeout     time.Duration
 	out         string
 	raw         string
 	plot        string
 	plotPaths   []path
 	allowErrors bool
-	cpuProfile  string
 }
 
 // backendNames are the -backends values; any but sqlite may end in
@@ -88,10 +79,20 @@ var backendNames = []string{"sqlite", "pgx", "pgsql", "pgsql-lazy", "mysql", "my
 
 func main() {
 	var o options
-	var backends, clients, paths, purgeOn, scaleRows, scaleOn, plotPaths string
-	flag.StringVar(&backends, "backends", "sqlite,pgx,pgsql,pgsql-lazy,mysql,mysql-ip", "backends to measure: sqlite, pgx (PostgreSQL, pgx native), pgsql (PostgreSQL, database/sql), pgsql-lazy (database/sql through a connector that holds BEGIN back), mysql (MySQL or MariaDB, -mysql-params), mysql-ip (the same with interpolateParams=true); a networked one with +delay goes through the delaying proxy (-net-rtt)")
-	flag.StringVar(&clients, "clients", "1,4,16,64", "levels of concurrent clients")
-	flag.StringVar(&paths, "paths", allPathNames(), "paths to measure (see the report's list)")
+	listVar(&o.backends, "backends", strings.Join(backendNames, ","), "backends to measure: sqlite, pgx (PostgreSQL, pgx native), pgsql (PostgreSQL, database/sql), pgsql-lazy (database/sql through a connector that holds BEGIN back), mysql (MySQL or MariaDB, -mysql-params), mysql-ip (the same with interpolateParams=true); a networked one with +delay goes through the delaying proxy (-net-rtt)",
+		func(b string) (string, error) {
+			if base, _ := strings.CutSuffix(b, "+delay"); !slices.Contains(backendNames, base) || b == "sqlite+delay" {
+				return "", fmt.Errorf("unknown backend %q", b)
+			}
+			return b, nil
+		})
+	listVar(&o.clients, "clients", "1,4,16,64", "levels of concurrent clients", func(s string) (int, error) {
+		if n, err := strconv.Atoi(s); err == nil && n >= 1 && n <= 256 {
+			return n, nil
+		}
+		return 0, fmt.Errorf("bad level %q (1 to 256)", s)
+	})
+	listVar(&o.paths, "paths", allPathNames(), "paths to measure (see the report's list)", parsePath)
 	flag.DurationVar(&o.duration, "duration", 3*time.Second, "length of one cell (one path, one level, one round)")
 	flag.DurationVar(&o.warmup, "warmup", time.Second, "unrecorded warm-up of every path per level")
 	flag.IntVar(&o.rounds, "rounds", 3, "interleaved rounds per level; the table shows the median and the spread")
@@ -100,60 +101,33 @@ func main() {
 	flag.DurationVar(&o.purgeWindow, "purge-window", 5*time.Second, "claim measurement before and after the purge")
 	flag.DurationVar(&o.purgeLimit, "purge-timeout", 10*time.Minute, "longest the purge may run")
 	flag.IntVar(&o.purgeConc, "purge-clients", 16, "clients claiming while the purge runs")
-	flag.StringVar(&purgeOn, "purge-backends", "sqlite,pgx,mysql", "backends to run the purge test on (pgsql shares pgx's server and dialect)")
-	flag.Float64Var(&o.purgeDuty, "purge-duty", 0.25, "also purge again, paced to run this fraction of the time (0 or 1: skip)")
-	flag.BoolVar(&o.purgeB2B, "purge-back-to-back", true, "purge with batches back to back (PurgeDutyCycle 1)")
+	listVar(&o.purgeOn, "purge-backends", "sqlite,pgx,mysql", "backends to run the purge test on (pgsql shares pgx's server and dialect)", same)
+	listVar(&o.purgeDuty, "purge-duty", "1,0.25", "purge with each of these PurgeDutyCycle values (1: batches back to back)", func(s string) (float64, error) {
+		if v, err := strconv.ParseFloat(s, 64); err == nil && v > 0 && v <= 1 {
+			return v, nil
+		}
+		return 0, fmt.Errorf("bad duty cycle %q (above 0, at most 1)", s)
+	})
 	flag.IntVar(&o.purgeRepeat, "purge-repeat", 1, "run each purge test this many times (fill, settle, purge), to see whether a result repeats")
-	flag.StringVar(&scaleRows, "scale-rows", "", "table sizes for the scale test, e.g. 10000,10000000 (empty: skip)")
-	flag.StringVar(&scaleOn, "scale-backends", "sqlite,pgx,mysql", "backends to run the scale test on")
+	listVar(&o.scaleRows, "scale-rows", "", "table sizes for the scale test, e.g. 10000,10000000 (empty: skip)", func(s string) (int64, error) {
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil && n >= 1 && n <= 1_000_000_000 {
+			return n, nil
+		}
+		return 0, fmt.Errorf("bad table size %q", s)
+	})
+	listVar(&o.scaleOn, "scale-backends", "sqlite,pgx,mysql", "backends to run the scale test on", same)
 	flag.IntVar(&o.scaleConc, "scale-clients", 16, "clients claiming in the scale test")
 	flag.DurationVar(&o.scaleWindow, "scale-window", 10*time.Second, "claim measurement per table size")
 	flag.DurationVar(&o.scaleLimit, "scale-timeout", 45*time.Minute, "longest one bulk load may run (claims are then measured on what was loaded)")
 	flag.DurationVar(&o.netRTT, "net-rtt", time.Millisecond, "round trip the +delay backends' proxy makes: it measures SELECT 1 through itself and sets its delay each way to reach this")
-	flag.BoolVar(&o.volumes, "volumes", true, "keep container databases on a Docker volume instead of the container's own filesystem")
 	flag.StringVar(&o.mysqlParams, "mysql-params", "", "extra go-sql-driver DSN parameters for the mysql backends, e.g. clientFoundRows=true")
-	flag.IntVar(&o.sqliteConns, "sqlite-conns", 4, "SQLite connection pool size")
 	flag.DurationVar(&o.timeout, "timeout", 4*time.Hour, "bound on the whole run")
 	flag.StringVar(&o.out, "out", "", "also write the report to this file")
 	flag.StringVar(&o.raw, "raw", "", "write every cell (every round) to this CSV file")
 	flag.StringVar(&o.plot, "plot", "", "draw throughput against clients per backend into this PNG file")
-	flag.StringVar(&plotPaths, "plot-paths", "bare,floor,seed,idem,replay", "paths the plot draws")
+	listVar(&o.plotPaths, "plot-paths", "bare,floor,seed,idem,replay", "paths the plot draws", parsePath)
 	flag.BoolVar(&o.allowErrors, "allow-errors", false, "exit 0 even when cells had failed requests (they are still excluded)")
-	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write the benchmark process's CPU profile to this file")
 	flag.Parse()
-
-	for _, b := range split(backends) {
-		base, _ := strings.CutSuffix(b, "+delay")
-		if !slices.Contains(backendNames, base) || b == "sqlite+delay" {
-			fatalf("unknown backend %q", b)
-		}
-		o.backends = append(o.backends, b)
-	}
-	o.purgeOn = split(purgeOn)
-	o.scaleOn = split(scaleOn)
-	for _, s := range split(clients) {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 256 {
-			fatalf("bad -clients value %q (1 to 256)", s)
-		}
-		o.clients = append(o.clients, n)
-	}
-	for _, s := range split(paths) {
-		if _, ok := defOf(path(s)); !ok {
-			fatalf("unknown path %q (known: %s)", s, allPathNames())
-		}
-		o.paths = append(o.paths, path(s))
-	}
-	for _, s := range split(plotPaths) {
-		o.plotPaths = append(o.plotPaths, path(s))
-	}
-	for _, s := range split(scaleRows) {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n < 1 || n > 1_000_000_000 {
-			fatalf("bad -scale-rows value %q", s)
-		}
-		o.scaleRows = append(o.scaleRows, n)
-	}
 	slices.Sort(o.scaleRows)
 	if o.rounds < 1 || o.duration <= 0 || o.maxOps < 1 || o.purgeRepeat < 1 {
 		fatalf("-rounds, -duration, -max-ops and -purge-repeat must be positive")
@@ -163,20 +137,41 @@ func main() {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	if o.cpuProfile != "" {
-		f, err := os.Create(o.cpuProfile)
-		if err != nil {
-			fatalf("%v", err)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fatalf("%v", err)
-		}
-		defer pprof.StopCPUProfile()
-	}
 	if err := run(ctx, o); err != nil {
-		pprof.StopCPUProfile()
 		fatalf("%v", err)
 	}
+}
+
+// listVar defines a flag of comma-separated values, each parsed by parse,
+// with the values of def until the flag is given.
+func listVar[T any](p *[]T, name, def, usage string, parse func(string) (T, error)) {
+	set := func(s string) error {
+		*p = nil
+		for _, f := range split(s) {
+			v, err := parse(f)
+			if err != nil {
+				return err
+			}
+			*p = append(*p, v)
+		}
+		return nil
+	}
+	if err := set(def); err != nil {
+		panic(err)
+	}
+	if def != "" {
+		usage += " (default " + def + ")"
+	}
+	flag.Func(name, usage, set)
+}
+
+func same(s string) (string, error) { return s, nil }
+
+func parsePath(s string) (path, error) {
+	if _, ok := defOf(path(s)); !ok {
+		return "", fmt.Errorf("unknown path %q (known: %s)", s, allPathNames())
+	}
+	return path(s), nil
 }
 
 func split(s string) []string {
@@ -199,153 +194,6 @@ func logf(format string, args ...any) {
 // errExcluded: some cells had failed requests.
 var errExcluded = errors.New("some cells had failed requests and were excluded (see the report)")
 
-// servers are the database servers and proxies of a run, started on first
-// use and removed at its end.
-type servers struct {
-	o            options
-	pg, my       *server
-	pgVia, myVia *delayProxy
-	calibrated   map[*delayProxy]bool
-}
-
-// start starts a server on first use.
-func (s *servers) start(ctx context.Context, slot **server, name string, fn func(context.Context, bool) (*server, error)) (*server, error) {
-	if *slot == nil {
-		logf("starting %s", name)
-		srv, err := fn(ctx, s.o.volumes)
-		*slot = srv
-		if err != nil {
-			return nil, err
-		}
-	}
-	return *slot, nil
-}
-
-// proxy returns the delaying proxy to the upstream address, started once
-// per server.
-func (s *servers) proxy(slot **delayProxy, conns int, upstream func() (string, error)) (*delayProxy, error) {
-	if *slot == nil {
-		addr, err := upstream()
-		if err != nil {
-			return nil, err
-		}
-		p, err := startDelayProxy(addr, 0, 4*conns)
-		if err != nil {
-			return nil, err
-		}
-		*slot = p
-	}
-	return *slot, nil
-}
-
-func (s *servers) close() error {
-	var errs []error
-	for _, p := range []*delayProxy{s.pgVia, s.myVia} {
-		if p != nil {
-			errs = append(errs, p.Close())
-		}
-	}
-	errs = append(errs, terminateAll(s.pg, s.my))
-	return errors.Join(errs...)
-}
-
-// newTarget connects backend b (a -backends value).
-func (s *servers) newTarget(ctx context.Context, b string, conns int) (*target, error) {
-	base, delayed := strings.CutSuffix(b, "+delay")
-	suffix := ""
-	if delayed {
-		suffix = "_delay"
-	}
-	var (
-		t   *target
-		err error
-		srv *server
-	)
-	switch base {
-	case "sqlite":
-		dir, derr := os.MkdirTemp("", "idem-bench-")
-		if derr != nil {
-			return nil, derr
-		}
-		t, err = newSQLiteTarget(dir, s.o.sqliteConns)
-	case "pgx", "pgsql", "pgsql-lazy":
-		if srv, err = s.start(ctx, &s.pg, "PostgreSQL", startPostgres); err != nil {
-			return nil, err
-		}
-		var via *delayProxy
-		if delayed {
-			via, err = s.proxy(&s.pgVia, conns, func() (string, error) {
-				cc, err := pgx.ParseConfig(srv.dsn)
-				return net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))), err
-			})
-			if err != nil {
-				return nil, err
-			}
-		}
-		switch base {
-		case "pgx":
-			t, err = newPgxTarget(srv.dsn, "bench_pgx"+suffix, conns, via)
-		case "pgsql":
-			t, err = newPgSQLTarget(srv.dsn, "bench_pgsql"+suffix, conns, via, false)
-		default:
-			t, err = newPgSQLTarget(srv.dsn, "bench_pglazy"+suffix, conns, via, true)
-		}
-	case "mysql", "mysql-ip":
-		if srv, err = s.start(ctx, &s.my, "MySQL", startMySQL); err != nil {
-			return nil, err
-		}
-		var via *delayProxy
-		if delayed {
-			via, err = s.proxy(&s.myVia, conns, func() (string, error) {
-				cfg, err := mysqldriver.ParseDSN(srv.dsn)
-				return cfg.Addr, err
-			})
-			if err != nil {
-				return nil, err
-			}
-		}
-		params, prefix := s.o.mysqlParams, "bench_mysql"
-		if base == "mysql-ip" {
-			params, prefix = strings.TrimPrefix(params+"&interpolateParams=true", "&"), "bench_myip"
-		}
-		t, err = newMySQLTarget(srv.dsn, params, prefix+suffix, conns, via)
-	default:
-		return nil, fmt.Errorf("unknown backend %q", b)
-	}
-	if err != nil {
-		return nil, err
-	}
-	t.backend = b
-	if srv != nil {
-		t.server += "; " + srv.describe()
-		t.serverCPU = srv.cpu()
-	}
-	if delayed {
-		t.name += " +delay"
-		via := s.pgVia
-		if t.family == "mysql" {
-			via = s.myVia
-		}
-		if !s.calibrated[via] {
-			// Once per proxy: the first target through it sets the delay.
-			got, err := via.calibrate(s.o.netRTT, func() (time.Duration, error) { return pingRoundTrip(ctx, t.ping) })
-			if err != nil {
-				t.close()
-				return nil, fmt.Errorf("calibrate the delaying proxy: %w", err)
-			}
-			logf("%s: the proxy delays each way by %v: a round trip takes %.2f ms", t.name, via.Delay().Round(time.Microsecond), ms(got))
-			s.calibrated[via] = true
-		}
-		t.server += fmt.Sprintf("; through a delaying proxy on loopback, +%v each way (set to make a round trip %v)", via.Delay().Round(time.Microsecond), s.o.netRTT)
-	}
-	if t.ping != nil {
-		if rt, err := pingRoundTrip(ctx, t.ping); err == nil {
-			t.server += fmt.Sprintf("; one round trip (SELECT 1, median of 50): %.2f ms", ms(rt))
-		}
-	}
-	return t, nil
-}
-
 // pingRoundTrip is the median time of 50 trivial round trips.
 func pingRoundTrip(ctx context.Context, ping func(ctx context.Context) error) (time.Duration, error) {
 	var d []time.Duration
@@ -363,7 +211,7 @@ func run(ctx context.Context, o options) (err error) {
 	maxClients := slices.Max(append(slices.Clone(o.clients), o.purgeConc, o.scaleConc))
 	conns := maxClients + 4
 
-	srv := &servers{o: o, calibrated: map[*delayProxy]bool{}}
+	srv := &servers{netRTT: o.netRTT, mysqlParams: o.mysqlParams}
 	defer func() {
 		if cerr := srv.close(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("remove containers and proxies: %w", cerr))
@@ -380,6 +228,7 @@ func run(ctx context.Context, o options) (err error) {
 		if terr != nil {
 			return fmt.Errorf("%s: %w", b, terr)
 		}
+		t.backend = b
 		targets = append(targets, t)
 	}
 
@@ -438,13 +287,8 @@ type completed struct {
 func benchTarget(ctx context.Context, o options, t *target, runID string, rep *report) error {
 	var writes, others []pathDef
 	for _, d := range pathDefs {
-		if !o.has(d.name) || t.schemes[d.scheme] == nil {
+		if !o.has(d.name) {
 			continue
-		}
-		if d.keys != freshKeys && d.of != "" {
-			if of, _ := defOf(d.of); t.schemes[of.scheme] == nil {
-				continue
-			}
 		}
 		if d.keys == freshKeys {
 			writes = append(writes, d)
@@ -533,14 +377,7 @@ func benchTarget(ctx context.Context, o options, t *target, runID string, rep *r
 		}
 	}
 	if o.purgeRows > 0 && slices.Contains(o.purgeOn, t.backend) && ctx.Err() == nil {
-		var modes []float64
-		if o.purgeB2B {
-			modes = append(modes, 1)
-		}
-		if o.purgeDuty > 0 && o.purgeDuty < 1 {
-			modes = append(modes, o.purgeDuty)
-		}
-		for _, duty := range modes {
+		for _, duty := range o.purgeDuty {
 			for rep1 := range o.purgeRepeat {
 				pr, err := purgeTest(ctx, o, t, runID, duty, rep1)
 				if err != nil {

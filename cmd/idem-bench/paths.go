@@ -35,28 +35,21 @@ type pathDef struct {
 	about  string
 }
 
-// Schemes: the ways a request is sent. A target has the ones its backend
-// supports; a path whose scheme a target lacks is skipped there.
+// Schemes: the ways a request is sent. Every target has every one.
 const (
-	schemeBare       = "bare"
-	schemeFloor      = "floor"
-	schemeFloorPlain = "floor-plain"
-	schemeSeed       = "seed"
-	schemeSeedPlain  = "seed-plain"
-	schemeIdem       = "idem"
-	schemeHTTP       = "http"
-	schemeReadFirst  = "idem-rf"
-	schemeClaimOnly  = "idem-claim"
+	schemeBare      = "bare"
+	schemeFloor     = "floor"
+	schemeSeed      = "seed"
+	schemeIdem      = "idem"
+	schemeReadFirst = "idem-rf"
+	schemeClaimOnly = "idem-claim"
 )
 
 const (
 	pathBare        path = "bare"
 	pathFloor       path = "floor"
-	pathFloorPlain  path = "floor-plain"
 	pathSeed        path = "seed"
-	pathSeedPlain   path = "seed-plain"
 	pathIdem        path = "idem"
-	pathHTTP        path = "http"
 	pathIdemRF      path = "idem-rf"
 	pathReplay      path = "replay"
 	pathReplayRF    path = "replay-rf"
@@ -70,12 +63,9 @@ const (
 // then the paths that send keys the writes completed.
 var pathDefs = []pathDef{
 	{pathBare, schemeBare, freshKeys, "", "the user's write alone: BEGIN; INSERT an order; COMMIT, each statement sent as the application sends it"},
-	{pathFloor, schemeFloor, freshKeys, "", "bare plus one plain INSERT of the key into the idem table, sent the way idem sends its own statements (pgx: with COMMIT; MariaDB: values inlined; SQLite: prepared)"},
-	{pathFloorPlain, schemeFloorPlain, freshKeys, "", "floor with every statement sent alone, as the driver does by default"},
-	{pathSeed, schemeSeed, freshKeys, "", "the seed's SQL as written (claim INSERT ... ON CONFLICT DO NOTHING RETURNING, or a plain INSERT and 1062 on MySQL; the order; UPDATE ... SET response; COMMIT), sent the way idem sends its own statements (pgx: BEGIN with the claim, the UPDATE with COMMIT; MariaDB: values inlined; SQLite: prepared)"},
-	{pathSeedPlain, schemeSeedPlain, freshKeys, "", "seed with every statement sent alone, as the driver does by default"},
+	{pathFloor, schemeFloor, freshKeys, "", "bare plus one plain INSERT of the key into the idem table, sent the way idem sends its own statements (pgx: with COMMIT, through idem's driver; MariaDB: values inlined; SQLite: prepared by idem's driver)"},
+	{pathSeed, schemeSeed, freshKeys, "", "the seed's SQL as written (claim INSERT ... ON CONFLICT DO NOTHING RETURNING, or a plain INSERT and 1062 on MySQL; the order; UPDATE ... SET response; COMMIT), sent the way idem sends its own statements (pgx: BEGIN with the claim, the UPDATE with COMMIT, through idem's driver; MariaDB: values inlined; SQLite: prepared by idem's driver)"},
 	{pathIdem, schemeIdem, freshKeys, "", "the write inside Store.Do"},
-	{pathHTTP, schemeHTTP, freshKeys, "", "the write behind the idemhttp middleware, through ServeHTTP (no network)"},
 	{pathIdemRF, schemeReadFirst, freshKeys, "", "Store.Do with ReadFirstAlways: a read before the transaction"},
 	{pathReplay, schemeIdem, replayKeys, pathIdem, "keys the idem cell completed, sent again through Store.Do with the default Config.ReadFirst (ReadFirstAuto: it reads first once recent requests were mostly retries)"},
 	{pathReplayRF, schemeReadFirst, replayKeys, pathIdem, "those keys through Store.Do with ReadFirstAlways"},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"slices"
@@ -63,9 +64,7 @@ func (r *report) plot(name string, paths []path) error {
 			points.Shape = plotutil.Shape(i)
 			p.Add(line, points)
 			p.Legend.Add(string(pa), line, points)
-			if top := slices.MaxFunc(xys, func(a, b plotter.XY) int { return cmpFloat(a.Y, b.Y) }).Y; top > p.Y.Max {
-				p.Y.Max = top
-			}
+			p.Y.Max = max(p.Y.Max, slices.MaxFunc(xys, func(a, b plotter.XY) int { return cmp.Compare(a.Y, b.Y) }).Y)
 		}
 		p.Y.Max *= 1.1
 		panels = append(panels, p)
@@ -114,14 +113,4 @@ func (wholeTicks) Ticks(lo, hi float64) []plot.Tick {
 		}
 	}
 	return ticks
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

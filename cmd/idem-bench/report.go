@@ -102,19 +102,13 @@ func (r *report) summaries() []*summary {
 		cpuS     time.Duration
 	}
 	accs := map[*summary]*acc{}
-	find := func(c *cell) *summary {
-		for _, s := range out {
-			if s.target == c.target && s.clients == c.clients && s.path == c.path {
-				return s
-			}
-		}
-		s := &summary{target: c.target, clients: c.clients, path: c.path}
-		out = append(out, s)
-		accs[s] = &acc{}
-		return s
-	}
 	for _, c := range r.cells {
-		s := find(c)
+		s := find(out, c.target, c.clients, c.path)
+		if s == nil {
+			s = &summary{target: c.target, clients: c.clients, path: c.path}
+			out = append(out, s)
+			accs[s] = &acc{}
+		}
 		a := accs[s]
 		s.rounds++
 		s.ops += c.ops
@@ -233,7 +227,7 @@ func (r *report) write(w io.Writer) {
 	fmt.Fprintln(w)
 
 	r.writeTargets(w, all)
-	r.writeExcluded(w, all)
+	r.writeExcluded(w)
 	r.writeSizes(w)
 	r.writeScale(w)
 	r.writePurges(w)
@@ -257,29 +251,24 @@ func (r *report) writeTargets(w io.Writer, all []*summary) {
 	fmt.Fprintf(w, "### Against the targets\n\n")
 	fmt.Fprintf(w, "Throughput ratios at each level, from the table above. ✓/✗ mark the issue's targets: idem ≥ seed at every level; idem ≥ 0.9 × floor at 16 clients; a default replay ≥ 1.5 × bare at 16 and 64; a ReadFirst replay ≥ 4 × bare at 16. ")
 	fmt.Fprintf(w, "The +delay backends are the network-bound figures (idem / bare ≥ 0.9 on PostgreSQL, ≥ 0.8 on MariaDB).\n\n")
+	// A column with a target marks it, at the levels of at (every level
+	// when nil).
 	type col struct {
-		head string
-		x, y path
-		ok   func(clients int, v float64) (string, bool) // mark, applies
-	}
-	mark := func(cond bool) string {
-		if cond {
-			return " ✓"
-		}
-		return " ✗"
+		head   string
+		x, y   path
+		target float64
+		at     []int
 	}
 	cols := []col{
-		{"idem / bare", pathIdem, pathBare, nil},
-		{"idem / seed (≥ 1)", pathIdem, pathSeed, func(_ int, v float64) (string, bool) { return mark(v >= 1), true }},
-		{"idem / seed-plain", pathIdem, pathSeedPlain, nil},
-		{"idem / floor (≥ 0.9 at 16)", pathIdem, pathFloor, func(c int, v float64) (string, bool) { return mark(v >= 0.9), c == 16 }},
-		{"idem / floor-plain", pathIdem, pathFloorPlain, nil},
-		{"seed / floor", pathSeed, pathFloor, nil},
-		{"idem-rf / idem", pathIdemRF, pathIdem, nil},
-		{"replay / bare (≥ 1.5 at 16, 64)", pathReplay, pathBare, func(c int, v float64) (string, bool) { return mark(v >= 1.5), c == 16 || c == 64 }},
-		{"replay-claim / bare", pathReplayClaim, pathBare, nil},
-		{"seed-replay / bare", pathSeedReplay, pathBare, nil},
-		{"replay-rf / bare (≥ 4 at 16)", pathReplayRF, pathBare, func(c int, v float64) (string, bool) { return mark(v >= 4), c == 16 }},
+		{"idem / bare", pathIdem, pathBare, 0, nil},
+		{"idem / seed (≥ 1)", pathIdem, pathSeed, 1, nil},
+		{"idem / floor (≥ 0.9 at 16)", pathIdem, pathFloor, 0.9, []int{16}},
+		{"seed / floor", pathSeed, pathFloor, 0, nil},
+		{"idem-rf / idem", pathIdemRF, pathIdem, 0, nil},
+		{"replay / bare (≥ 1.5 at 16, 64)", pathReplay, pathBare, 1.5, []int{16, 64}},
+		{"replay-claim / bare", pathReplayClaim, pathBare, 0, nil},
+		{"seed-replay / bare", pathSeedReplay, pathBare, 0, nil},
+		{"replay-rf / bare (≥ 4 at 16)", pathReplayRF, pathBare, 4, []int{16}},
 	}
 	// Only the columns this run has.
 	cols = slices.DeleteFunc(cols, func(c col) bool {
@@ -303,53 +292,18 @@ func (r *report) writeTargets(w io.Writer, all []*summary) {
 					fmt.Fprintf(w, " — |")
 					continue
 				}
-				m := ""
-				if c.ok != nil {
-					if s, applies := c.ok(n, v); applies {
-						m = s
-					}
+				mark := ""
+				switch {
+				case c.target == 0 || c.at != nil && !slices.Contains(c.at, n):
+				case v >= c.target:
+					mark = " ✓"
+				default:
+					mark = " ✗"
 				}
-				fmt.Fprintf(w, " %.2f%s |", v, m)
+				fmt.Fprintf(w, " %.2f%s |", v, mark)
 			}
 			fmt.Fprintln(w)
 		}
-	}
-	fmt.Fprintln(w)
-
-	// Round trips of a first request, per scheme (target: database/sql on
-	// PostgreSQL costs what pgx costs).
-	rtPaths := []path{pathBare, pathFloor, pathFloorPlain, pathSeed, pathSeedPlain, pathIdem, pathReplay, pathReplayClaim, pathReplayRF}
-	rtPaths = slices.DeleteFunc(rtPaths, func(p path) bool { return !slices.ContainsFunc(all, func(s *summary) bool { return s.path == p }) })
-	if len(rtPaths) == 0 || len(r.opts.clients) == 0 || !slices.ContainsFunc(r.targets(), r.onWire) {
-		return
-	}
-	level := r.opts.clients[len(r.opts.clients)/2]
-	if slices.Contains(r.opts.clients, 16) {
-		level = 16
-	}
-	fmt.Fprintf(w, "Round trips (and statements) per request at %d clients:\n\n| backend |", level)
-	for _, p := range rtPaths {
-		fmt.Fprintf(w, " %s |", p)
-	}
-	fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("---:|", len(rtPaths)))
-	for _, t := range r.targets() {
-		if !r.onWire(t) {
-			continue
-		}
-		fmt.Fprintf(w, "| %s |", t)
-		for _, p := range rtPaths {
-			s := find(all, t, level, p)
-			if s == nil || s.ops == 0 {
-				fmt.Fprintf(w, " — |")
-				continue
-			}
-			if s.st < 0 {
-				fmt.Fprintf(w, " %.2f |", s.rt)
-			} else {
-				fmt.Fprintf(w, " %.2f (%.2f) |", s.rt, s.st)
-			}
-		}
-		fmt.Fprintln(w)
 	}
 	fmt.Fprintln(w)
 }
@@ -359,13 +313,8 @@ func (r *report) excluded() []*summary {
 	return slices.DeleteFunc(r.summaries(), func(s *summary) bool { return s.errors == 0 })
 }
 
-func (r *report) writeExcluded(w io.Writer, all []*summary) {
-	var bad []*summary
-	for _, s := range all {
-		if s.errors > 0 {
-			bad = append(bad, s)
-		}
-	}
+func (r *report) writeExcluded(w io.Writer) {
+	bad := r.excluded()
 	if len(bad) == 0 {
 		return
 	}
@@ -458,13 +407,11 @@ func (r *report) writePurges(w io.Writer) {
 	fmt.Fprintf(w, "Claims are measured for %v before, during the whole purge, and %v after.\n\n", r.opts.purgeWindow, r.opts.purgeWindow)
 	fmt.Fprintf(w, "| backend | purge | run | expired rows | purge time | rows/s | claims/s before / during / after | claim p99 ms before / during / after | p99 change |\n")
 	fmt.Fprintf(w, "|---|---|---:|---:|---:|---:|---|---|---:|\n")
-	type key struct {
-		target string
-		duty   float64
-	}
-	within := map[key][2]int{} // runs within +20 %, runs
-	var keys []key
-	for _, p := range r.purges {
+	// Runs of one backend and duty cycle are adjacent: each group ends in
+	// a line of how many stayed within +20 %.
+	var groups []string
+	within, runs := 0, 0
+	for i, p := range r.purges {
 		rate := 0.0
 		if p.took > 0 {
 			rate = float64(p.purge.Deleted) / p.took.Seconds()
@@ -478,31 +425,20 @@ func (r *report) writePurges(w io.Writer) {
 		if p.duty < 1 {
 			mode = fmt.Sprintf("paced, %.0f%% duty", 100*p.duty)
 		}
-		k := key{p.target, p.duty}
-		if _, ok := within[k]; !ok {
-			keys = append(keys, k)
-		}
-		c := within[k]
-		c[1]++
-		if change <= 0.2 {
-			c[0]++
-		}
-		within[k] = c
 		fmt.Fprintf(w, "| %s | %s | %d | %d | %s | %.0f | %.0f / %.0f / %.0f | %.2f / %.2f / %.2f | %+.0f%% |\n",
 			p.target, mode, p.repeat+1, p.purge.Deleted, took, rate,
 			p.before.throughput(), p.during.throughput(), p.aft.throughput(),
 			ms(p.before.percentile(.99)), ms(p.during.percentile(.99)), ms(p.aft.percentile(.99)), 100*change)
-	}
-	fmt.Fprintln(w)
-	for _, k := range keys {
-		c := within[k]
-		mode := "Store.Purge back to back"
-		if k.duty < 1 {
-			mode = fmt.Sprintf("PurgeDutyCycle %g", k.duty)
+		runs++
+		if change <= 0.2 {
+			within++
 		}
-		fmt.Fprintf(w, "- %s, %s: claim p99 within +20%% in %d of %d runs.\n", k.target, mode, c[0], c[1])
+		if next := i + 1; next == len(r.purges) || r.purges[next].target != p.target || r.purges[next].duty != p.duty {
+			groups = append(groups, fmt.Sprintf("- %s, %s: claim p99 within +20%% in %d of %d runs.\n", p.target, mode, within, runs))
+			within, runs = 0, 0
+		}
 	}
-	fmt.Fprintln(w)
+	fmt.Fprintf(w, "\n%s\n", strings.Join(groups, ""))
 }
 
 // writeRaw writes every cell, every round, as CSV.

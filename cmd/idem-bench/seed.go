@@ -8,25 +8,21 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/dialect"
 )
 
-// The yardsticks next to idem: the floor (the bare write plus a plain
-// insert of the key) and the seed's SQL as written, each in two execution
-// styles. "plain" sends every statement alone, as the driver does by
-// default. The idem style sends the benchmark's own statements the way idem
-// sends its own: on pgx BEGIN goes with the first of them and COMMIT with
-// the last, in one round trip each (the user's order INSERT is always sent
-// alone, as it is inside Store.Do); on MySQL and MariaDB their values are
-// written into the text as literals (one round trip each, where a statement
-// with arguments is a server-side prepare and execute by default); on
-// SQLite they run as statements prepared once per connection.
+// The yardsticks next to idem: the bare write, the floor (the bare write
+// plus a plain insert of the key) and the seed's SQL as written. The floor
+// and the seed send the benchmark's own statements the way idem sends its
+// own, so that they differ from idem only in their SQL: on pgx through a
+// transaction of idem's driver (BEGIN goes with the first of them and
+// COMMIT with the last, in one round trip each; the user's order INSERT is
+// always sent alone, as it is inside Store.Do); on MySQL and MariaDB with
+// their values written into the text as literals (one round trip each,
+// where a statement with arguments is a server-side prepare and execute by
+// default); on SQLite through idem's driver, which keeps them prepared.
 
 // seedSQL is the seed's SQL for one table, on one backend's dialect of SQL.
 type seedSQL struct {
@@ -101,309 +97,162 @@ func (r seedRecord) outcome(req idem.Request) (idem.Outcome, error) {
 	return idem.Replay, nil
 }
 
-// ytx is one transaction of a yardstick, in one execution style.
-type ytx interface {
-	// exec and query send one of the benchmark's own statements; query
-	// scans the first row into dest and reports whether there was one.
-	exec(ctx context.Context, q string, args ...any) error
-	query(ctx context.Context, q string, args []any, dest ...any) (bool, error)
+// yardsticks are a target's bare write, floor and seed, on transactions
+// whose native type is TTx.
+type yardsticks[TTx any] struct {
+	// plain begins a transaction the way an application does (the bare
+	// write); idem begins one whose statements travel the way idem's own
+	// do (the floor and the seed): on pgx and SQLite a transaction of
+	// idem's driver, elsewhere a plain one too.
+	plain, idem func(ctx context.Context) (dialect.Tx[TTx], error)
 	// write sends the user's INSERT, always alone, as inside Store.Do.
-	write(ctx context.Context) error
-	// commit sends q (when not empty) and COMMIT.
-	commit(ctx context.Context, q string, args ...any) error
-	// end rolls back what a failed request left open and frees the
-	// connection.
-	end(ctx context.Context, failed bool)
+	write func(ctx context.Context, tx TTx) error
+	sql   seedSQL
+	// inline writes the values of the benchmark's own statements into
+	// their text as literals (MySQL and MariaDB).
+	inline bool
+	// duplicate tells the duplicate-key error of a claim that returns
+	// nothing.
+	duplicate func(error) bool
 }
 
-// yardstick runs body in a transaction of begin.
-func yardstick(begin func(ctx context.Context) (ytx, error), body func(ctx context.Context, tx ytx, req idem.Request, n int64) (idem.Outcome, error)) scheme {
+// sqlBegin begins a plain database/sql transaction on db.
+func sqlBegin(db *sql.DB) func(ctx context.Context) (dialect.Tx[*sql.Tx], error) {
+	return func(ctx context.Context) (dialect.Tx[*sql.Tx], error) {
+		return dialect.BeginSQL(ctx, db, dialect.SQLBegin{})
+	}
+}
+
+// driverBegin begins a transaction of idem's driver drv.
+func driverBegin[TTx any](drv dialect.Driver[TTx]) func(ctx context.Context) (dialect.Tx[TTx], error) {
+	return func(ctx context.Context) (dialect.Tx[TTx], error) {
+		return drv.Begin(ctx, dialect.BeginOptions{})
+	}
+}
+
+// add gives t the schemes bare, floor and seed.
+func (y yardsticks[TTx]) add(t *target) {
+	t.schemes[schemeBare] = inTx(y.plain, y.bare)
+	t.schemes[schemeFloor] = inTx(y.idem, y.floor)
+	t.schemes[schemeSeed] = inTx(y.idem, y.seed)
+}
+
+// inTx runs body in a transaction of begin, rolled back unless body
+// committed it.
+func inTx[TTx any](begin func(ctx context.Context) (dialect.Tx[TTx], error),
+	body func(ctx context.Context, tx dialect.Tx[TTx], req idem.Request, n int64) (idem.Outcome, error)) scheme {
 	return func(ctx context.Context, req idem.Request, n int64) (idem.Outcome, error) {
 		tx, err := begin(ctx)
 		if err != nil {
 			return 0, err
 		}
-		out, err := body(ctx, tx, req, n)
-		tx.end(ctx, err != nil)
-		return out, err
+		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+		return body(ctx, tx, req, n)
 	}
 }
 
-// bareScheme is the user's write alone.
-func bareScheme(begin func(ctx context.Context) (ytx, error)) scheme {
-	return yardstick(begin, func(ctx context.Context, tx ytx, _ idem.Request, _ int64) (idem.Outcome, error) {
-		if err := tx.write(ctx); err != nil {
-			return 0, err
-		}
-		return idem.Won, tx.commit(ctx, "")
-	})
-}
-
-// floorScheme is the user's write, then the key's plain INSERT with COMMIT.
-func floorScheme(begin func(ctx context.Context) (ytx, error), s seedSQL) scheme {
-	return yardstick(begin, func(ctx context.Context, tx ytx, req idem.Request, _ int64) (idem.Outcome, error) {
-		if err := tx.write(ctx); err != nil {
-			return 0, err
-		}
-		return idem.Won, tx.commit(ctx, s.floor, req.Scope, req.Key, req.Fingerprint[:])
-	})
-}
-
-// seedScheme sends the seed's SQL; duplicate tells the duplicate-key error
-// of a claim that returns nothing.
-func seedScheme(begin func(ctx context.Context) (ytx, error), s seedSQL, duplicate func(error) bool) scheme {
-	return yardstick(begin, func(ctx context.Context, tx ytx, req idem.Request, n int64) (idem.Outcome, error) {
-		args := []any{req.Scope, req.Key, req.Fingerprint[:]}
-		var won bool
-		var err error
-		if s.claimReturns {
-			won, err = tx.query(ctx, s.claim, args)
-		} else if err = tx.exec(ctx, s.claim, args...); err == nil {
-			won = true
-		} else if duplicate(err) {
-			err = nil
-		}
-		if err != nil {
-			return 0, err
-		}
-		if !won {
-			var rec seedRecord
-			if _, err := tx.query(ctx, s.read, []any{req.Scope, req.Key}, &rec.fingerprint, &rec.status, &rec.header, &rec.body); err != nil {
-				return 0, err
-			}
-			if err := tx.commit(ctx, ""); err != nil {
-				return 0, err
-			}
-			return rec.outcome(req)
-		}
-		if err := tx.write(ctx); err != nil {
-			return 0, err
-		}
-		resp := response(n)
-		return idem.Won, tx.commit(ctx, s.update, resp.Status, encodeHeader(resp.Header), resp.Body, req.Scope, req.Key)
-	})
-}
-
-// --- pgx ---
-
-// pgxTx is a yardstick's transaction on a pooled pgx connection. piped:
-// BEGIN goes with the first of the benchmark's own statements and COMMIT
-// with the last, in one round trip each; otherwise each is sent alone.
-type pgxTx struct {
-	c      *pgxpool.Conn
-	insert string
-	piped  bool
-	held   bool // BEGIN not sent yet
-}
-
-func pgxBegin(pool *pgxpool.Pool, insertSQL string, piped bool) func(ctx context.Context) (ytx, error) {
-	return func(ctx context.Context) (ytx, error) {
-		c, err := pool.Acquire(ctx)
-		if err != nil {
-			return nil, err
-		}
-		t := &pgxTx{c: c, insert: insertSQL, piped: piped, held: true}
-		if !piped {
-			if err := t.send(ctx, "", nil, nil, false); err != nil {
-				t.end(ctx, true)
-				return nil, err
-			}
-		}
-		return t, nil
+// bare is the user's write alone.
+func (y yardsticks[TTx]) bare(ctx context.Context, tx dialect.Tx[TTx], _ idem.Request, _ int64) (idem.Outcome, error) {
+	if err := y.write(ctx, tx.Native()); err != nil {
+		return 0, err
 	}
+	return idem.Won, tx.Commit(ctx)
 }
 
-// send sends, in one round trip: a held BEGIN, q (when not empty; its rows
-// to read) and, when commit is set, COMMIT. BEGIN or COMMIT alone goes the
-// way pgx sends it (a simple query).
-func (t *pgxTx) send(ctx context.Context, q string, args []any, read func(pgx.Rows) error, commit bool) error {
-	if q == "" && t.held != commit {
-		stmt := "commit"
-		if t.held {
-			stmt, t.held = "begin", false
+// floor is the user's write, then the key's plain INSERT with COMMIT.
+func (y yardsticks[TTx]) floor(ctx context.Context, tx dialect.Tx[TTx], req idem.Request, _ int64) (idem.Outcome, error) {
+	if err := y.write(ctx, tx.Native()); err != nil {
+		return 0, err
+	}
+	insert := dialect.Statement{SQL: y.sql.floor, Args: []any{req.Scope, req.Key, req.Fingerprint[:]}}
+	return idem.Won, y.commit(ctx, tx, insert)
+}
+
+// seed sends the seed's SQL: the claim, then either the user's write and
+// the response's UPDATE, or the read of the record the claim lost to.
+func (y yardsticks[TTx]) seed(ctx context.Context, tx dialect.Tx[TTx], req idem.Request, n int64) (idem.Outcome, error) {
+	won := false
+	claim := dialect.Statement{SQL: y.sql.claim, Args: []any{req.Scope, req.Key, req.Fingerprint[:]}}
+	if y.sql.claimReturns {
+		claim.Rows = func(rows dialect.Rows) error {
+			won = rows.Next()
+			return nil
 		}
-		tag, err := t.c.Conn().Exec(ctx, stmt)
-		if err == nil && commit && tag.String() == "ROLLBACK" {
-			err = errRolledBack
+	}
+	err := y.send(ctx, tx, claim)
+	switch {
+	case err == nil && !y.sql.claimReturns:
+		won = true
+	case err != nil && y.duplicate != nil && y.duplicate(err):
+		err = nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if !won {
+		var rec seedRecord
+		read := dialect.Statement{SQL: y.sql.read, Args: []any{req.Scope, req.Key}, Rows: func(rows dialect.Rows) error {
+			if !rows.Next() {
+				return nil
+			}
+			return rows.Scan(&rec.fingerprint, &rec.status, &rec.header, &rec.body)
+		}}
+		if err := y.send(ctx, tx, read); err != nil {
+			return 0, err
 		}
+		if err := tx.Commit(ctx); err != nil {
+			return 0, err
+		}
+		return rec.outcome(req)
+	}
+	if err := y.write(ctx, tx.Native()); err != nil {
+		return 0, err
+	}
+	resp := response(n)
+	update := dialect.Statement{SQL: y.sql.update, Args: []any{resp.Status, encodeHeader(resp.Header), resp.Body, req.Scope, req.Key}}
+	return idem.Won, y.commit(ctx, tx, update)
+}
+
+// send runs s the way idem sends its own statements: values inlined when
+// y.inline, in a pipeline where the transaction pipelines (pgx: BEGIN goes
+// with the first statement), prepared where it keeps statements prepared
+// (SQLite), else as it is.
+func (y yardsticks[TTx]) send(ctx context.Context, q dialect.Queryer, s dialect.Statement) error {
+	if y.inline {
+		text, err := inlineValues(s.SQL, s.Args)
+		if err != nil {
+			return err
+		}
+		s.SQL, s.Args = text, nil
+	}
+	if _, ok := q.(dialect.Pipeliner); ok {
+		return dialect.Pipeline(ctx, q, s)
+	}
+	if s.Rows == nil {
+		_, err := dialect.ExecPrepared(ctx, q, s.SQL, s.Args...)
 		return err
 	}
-	b := &pgx.Batch{}
-	if t.held {
-		b.Queue("begin")
-		t.held = false
-	}
-	if q != "" {
-		if qq := b.Queue(q, args...); read != nil {
-			qq.Query(read)
-		}
-	}
-	var tag pgconn.CommandTag
-	if commit {
-		b.Queue("commit").Exec(func(ct pgconn.CommandTag) error { tag = ct; return nil })
-	}
-	err := t.c.Conn().SendBatch(ctx, b).Close()
-	if err == nil && commit && tag.String() == "ROLLBACK" {
-		err = errRolledBack
-	}
-	return err
-}
-
-func (t *pgxTx) exec(ctx context.Context, q string, args ...any) error {
-	return t.send(ctx, q, args, nil, false)
-}
-
-func (t *pgxTx) query(ctx context.Context, q string, args []any, dest ...any) (bool, error) {
-	found := false
-	err := t.send(ctx, q, args, func(rows pgx.Rows) error {
-		if found = rows.Next(); found && len(dest) > 0 {
-			return rows.Scan(dest...)
-		}
-		return nil
-	}, false)
-	return found, err
-}
-
-func (t *pgxTx) write(ctx context.Context) error {
-	if t.held {
-		// The user's write goes alone: BEGIN first.
-		if err := t.send(ctx, "", nil, nil, false); err != nil {
-			return err
-		}
-	}
-	return t.exec(ctx, t.insert, customer, itemID)
-}
-
-func (t *pgxTx) commit(ctx context.Context, q string, args ...any) error {
-	if !t.piped && q != "" {
-		if err := t.exec(ctx, q, args...); err != nil {
-			return err
-		}
-		q = ""
-	}
-	return t.send(ctx, q, args, nil, true)
-}
-
-func (t *pgxTx) end(ctx context.Context, failed bool) {
-	if conn := t.c.Conn(); failed && conn.PgConn().TxStatus() != 'I' {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_, _ = conn.Exec(rctx, "rollback")
-	}
-	t.c.Release() // a connection left inside a transaction is closed
-}
-
-// errRolledBack: COMMIT answered ROLLBACK (the transaction had failed).
-var errRolledBack = errors.New("COMMIT rolled back")
-
-// --- database/sql ---
-
-// sqlStyle is how the benchmark sends its own statements on database/sql.
-type sqlStyle struct {
-	// inline writes values into the statement as literals (MySQL).
-	inline bool
-	// prepared holds statements prepared once on the pool (SQLite); a
-	// transaction runs them on its connection (prepared there once).
-	prepared map[string]*sql.Stmt
-}
-
-// prepareAll prepares queries on db for a prepared style.
-func prepareAll(ctx context.Context, db *sql.DB, queries ...string) (map[string]*sql.Stmt, error) {
-	m := map[string]*sql.Stmt{}
-	for _, q := range queries {
-		s, err := db.PrepareContext(ctx, q)
-		if err != nil {
-			return nil, fmt.Errorf("prepare %q: %w", q, err)
-		}
-		m[q] = s
-	}
-	return m, nil
-}
-
-func (st sqlStyle) exec(ctx context.Context, tx *sql.Tx, query string, args ...any) (sql.Result, error) {
-	if s := st.prepared[query]; s != nil {
-		return tx.StmtContext(ctx, s).ExecContext(ctx, args...)
-	}
-	if st.inline {
-		q, err := inlineValues(query, args)
-		if err != nil {
-			return nil, err
-		}
-		return tx.ExecContext(ctx, q)
-	}
-	return tx.ExecContext(ctx, query, args...)
-}
-
-func (st sqlStyle) query(ctx context.Context, tx *sql.Tx, query string, args ...any) (*sql.Rows, error) {
-	if s := st.prepared[query]; s != nil {
-		return tx.StmtContext(ctx, s).QueryContext(ctx, args...)
-	}
-	if st.inline {
-		q, err := inlineValues(query, args)
-		if err != nil {
-			return nil, err
-		}
-		return tx.QueryContext(ctx, q)
-	}
-	return tx.QueryContext(ctx, query, args...)
-}
-
-// sqlTx is a yardstick's transaction on database/sql in style st.
-type sqlTx struct {
-	tx     *sql.Tx
-	st     sqlStyle
-	insert string
-}
-
-func sqlBegin(db *sql.DB, st sqlStyle, insertSQL string) func(ctx context.Context) (ytx, error) {
-	return func(ctx context.Context) (ytx, error) {
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			return nil, err
-		}
-		return &sqlTx{tx: tx, st: st, insert: insertSQL}, nil
-	}
-}
-
-func (t *sqlTx) exec(ctx context.Context, q string, args ...any) error {
-	_, err := t.st.exec(ctx, t.tx, q, args...)
-	return err
-}
-
-func (t *sqlTx) query(ctx context.Context, q string, args []any, dest ...any) (bool, error) {
-	rows, err := t.st.query(ctx, t.tx, q, args...)
+	rows, err := dialect.QueryPrepared(ctx, q, s.SQL, s.Args...)
 	if err != nil {
-		return false, err
+		return err
 	}
-	defer rows.Close()
-	found := rows.Next()
-	if found && len(dest) > 0 {
-		err = rows.Scan(dest...)
+	if err := s.Rows(rows); err != nil {
+		rows.Close()
+		return err
 	}
-	if err == nil {
-		err = rows.Err()
-	}
-	if err == nil {
-		err = rows.Close()
-	}
-	return found, err
+	return dialect.CloseRows(rows)
 }
 
-func (t *sqlTx) write(ctx context.Context) error {
-	_, err := t.tx.ExecContext(ctx, t.insert, customer, itemID)
-	return err
-}
-
-func (t *sqlTx) commit(ctx context.Context, q string, args ...any) error {
-	if q != "" {
-		if err := t.exec(ctx, q, args...); err != nil {
+// commit sends s with COMMIT where the transaction can hold it back for
+// COMMIT (pgx), else before COMMIT.
+func (y yardsticks[TTx]) commit(ctx context.Context, tx dialect.Tx[TTx], s dialect.Statement) error {
+	if y.inline || !dialect.DeferToCommit(tx, s) {
+		if err := y.send(ctx, tx, s); err != nil {
 			return err
 		}
 	}
-	return t.tx.Commit()
+	return tx.Commit(ctx)
 }
-
-func (t *sqlTx) end(context.Context, bool) { _ = t.tx.Rollback() }
 
 // inlineValues replaces each ? of query with the literal of its argument:
 // strings and bytes as hexadecimal (X'...'), integers in decimal, nil as
@@ -441,3 +290,6 @@ func inlineValues(query string, args []any) (string, error) {
 	}
 	return b.String(), nil
 }
+
+// errRolledBack: COMMIT answered ROLLBACK (the transaction had failed).
+var errRolledBack = errors.New("COMMIT rolled back")

@@ -41,11 +41,10 @@ func countOrders(t *testing.T, tg *target) int64 {
 
 // TestSchemesOneWinner races every scheme that records a key on SQLite:
 // of many requests with one key exactly one wins and writes one order; the
-// others replay its response (the seed's SQL as written, idem, and the
-// middleware).
+// others replay its response (the seed's SQL as written, and idem).
 func TestSchemesOneWinner(t *testing.T) {
 	tg := newTestSQLite(t)
-	for _, name := range []string{schemeSeed, schemeSeedPlain, schemeIdem, schemeReadFirst, schemeHTTP} {
+	for _, name := range []string{schemeSeed, schemeIdem, schemeReadFirst} {
 		t.Run(name, func(t *testing.T) {
 			send := tg.schemes[name]
 			if send == nil {
@@ -79,18 +78,18 @@ func TestSchemesOneWinner(t *testing.T) {
 			}
 			// Another body with the same key is a mismatch.
 			other := request(newKeySpace("race", path(name), 1, 0), 7, `,"changed":true`)
-			if out, err := send(t.Context(), other, 7); name != schemeHTTP && (err != nil || out != idem.Mismatch) {
+			if out, err := send(t.Context(), other, 7); err != nil || out != idem.Mismatch {
 				t.Fatalf("%s with another body: %v, %v, want mismatch", name, out, err)
 			}
 		})
 	}
 }
 
-// TestYardsticksWrite checks that bare, floor and seed (both styles) each
-// write an order, and floor and seed a record.
+// TestYardsticksWrite checks that bare, floor and seed each write an
+// order.
 func TestYardsticksWrite(t *testing.T) {
 	tg := newTestSQLite(t)
-	for i, name := range []string{schemeBare, schemeFloor, schemeFloorPlain, schemeSeed, schemeSeedPlain} {
+	for i, name := range []string{schemeBare, schemeFloor, schemeSeed} {
 		before := countOrders(t, tg)
 		req := request(newKeySpace("write", path(name), 1, 0), int64(i), "")
 		out, err := tg.schemes[name](t.Context(), req, int64(i))

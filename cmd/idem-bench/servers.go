@@ -7,7 +7,11 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"time"
+
+	mysqldriver "github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/moby/moby/api/types/network"
 	"github.com/testcontainers/testcontainers-go"
@@ -32,12 +36,144 @@ const (
 	startTimeout   = 3 * time.Minute
 )
 
+// servers are the database servers of a run, each with its delaying proxy,
+// started on first use and removed at the end of the run.
+type servers struct {
+	netRTT      time.Duration
+	mysqlParams string
+	pg, my      *server
+}
+
 // server is a database the benchmark runs against.
 type server struct {
+	family string // "postgres", "mysql"
 	dsn    string
 	image  string // "" for a DSN from the environment
 	ctr    testcontainers.Container
 	volume string
+	// via is the delaying proxy in front of the server, started on first
+	// use; calibrated is set once its delay is.
+	via        *delayProxy
+	calibrated bool
+}
+
+// server returns the server of family, started on first use.
+func (s *servers) server(ctx context.Context, family string) (*server, error) {
+	slot, start := &s.pg, startPostgres
+	if family == "mysql" {
+		slot, start = &s.my, startMySQL
+	}
+	if *slot == nil {
+		logf("starting %s", family)
+		srv, err := start(ctx)
+		*slot = srv // a container that failed to start is removed too
+		if err != nil {
+			return nil, err
+		}
+		srv.family = family
+	}
+	return *slot, nil
+}
+
+// proxy returns the delaying proxy to s, started on first use.
+func (s *server) proxy(conns int) (*delayProxy, error) {
+	if s.via != nil {
+		return s.via, nil
+	}
+	var addr string
+	if s.family == "mysql" {
+		cfg, err := mysqldriver.ParseDSN(s.dsn)
+		if err != nil {
+			return nil, err
+		}
+		addr = cfg.Addr
+	} else {
+		cc, err := pgx.ParseConfig(s.dsn)
+		if err != nil {
+			return nil, err
+		}
+		addr = net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port)))
+	}
+	p, err := startDelayProxy(addr, 0, 4*conns)
+	s.via = p
+	return p, err
+}
+
+func (s *servers) close() error {
+	var errs []error
+	for _, srv := range []*server{s.pg, s.my} {
+		if srv != nil && srv.via != nil {
+			errs = append(errs, srv.via.Close())
+		}
+		errs = append(errs, srv.terminate())
+	}
+	return errors.Join(errs...)
+}
+
+// newTarget connects backend b (a -backends value).
+func (s *servers) newTarget(ctx context.Context, b string, conns int) (*target, error) {
+	base, delayed := strings.CutSuffix(b, "+delay")
+	prefix := "bench_" + strings.ReplaceAll(base, "-", "_")
+	if delayed {
+		prefix += "_delay"
+	}
+	if base == "sqlite" {
+		dir, err := os.MkdirTemp("", "idem-bench-")
+		if err != nil {
+			return nil, err
+		}
+		return newSQLiteTarget(dir, 4)
+	}
+	family := "postgres"
+	if strings.HasPrefix(base, "mysql") {
+		family = "mysql"
+	}
+	srv, err := s.server(ctx, family)
+	if err != nil {
+		return nil, err
+	}
+	var via *delayProxy
+	if delayed {
+		if via, err = srv.proxy(conns); err != nil {
+			return nil, err
+		}
+	}
+	var t *target
+	switch base {
+	case "pgx":
+		t, err = newPgxTarget(srv.dsn, prefix, conns, via)
+	case "pgsql", "pgsql-lazy":
+		t, err = newPgSQLTarget(srv.dsn, prefix, conns, via, base == "pgsql-lazy")
+	default:
+		params := s.mysqlParams
+		if base == "mysql-ip" {
+			params = strings.TrimPrefix(params+"&interpolateParams=true", "&")
+		}
+		t, err = newMySQLTarget(srv.dsn, params, prefix, conns, via)
+	}
+	if err != nil {
+		return nil, err
+	}
+	t.server += "; " + srv.describe()
+	t.serverCPU = srv.cpu()
+	if delayed {
+		t.name += " +delay"
+		if !srv.calibrated {
+			// Once per proxy: the first target through it sets the delay.
+			got, err := via.calibrate(s.netRTT, func() (time.Duration, error) { return pingRoundTrip(ctx, t.ping) })
+			if err != nil {
+				t.close()
+				return nil, fmt.Errorf("calibrate the delaying proxy: %w", err)
+			}
+			logf("%s: the proxy delays each way by %v: a round trip takes %.2f ms", t.name, via.Delay().Round(time.Microsecond), ms(got))
+			srv.calibrated = true
+		}
+		t.server += fmt.Sprintf("; through a delaying proxy on loopback, +%v each way (set to make a round trip %v)", via.Delay().Round(time.Microsecond), s.netRTT)
+	}
+	if rt, err := pingRoundTrip(ctx, t.ping); err == nil {
+		t.server += fmt.Sprintf("; one round trip (SELECT 1, median of 50): %.2f ms", ms(rt))
+	}
+	return t, nil
 }
 
 // cpu reads the container's CPU time, or is nil.
@@ -52,22 +188,14 @@ func (s *server) describe() string {
 	if s.image == "" {
 		return "DSN from the environment"
 	}
-	v := "container filesystem"
-	if s.volume != "" {
-		v = "Docker volume"
-	}
-	return fmt.Sprintf("container %s, data on a %s", s.image, v)
+	return fmt.Sprintf("container %s, data on a Docker volume", s.image)
 }
 
 func (s *server) terminate() error {
 	if s == nil || s.ctr == nil {
 		return nil
 	}
-	opts := []testcontainers.TerminateOption{testcontainers.StopTimeout(10 * time.Second)}
-	if s.volume != "" {
-		opts = append(opts, testcontainers.RemoveVolumes(s.volume))
-	}
-	err := testcontainers.TerminateContainer(s.ctr, opts...)
+	err := testcontainers.TerminateContainer(s.ctr, testcontainers.StopTimeout(10*time.Second), testcontainers.RemoveVolumes(s.volume))
 	s.ctr = nil
 	return err
 }
@@ -85,11 +213,11 @@ func labels(backend string) map[string]string {
 
 // startPostgres starts PostgreSQL with durable commits (the testcontainers
 // module turns fsync off by default; the benchmark measures with it on).
-func startPostgres(ctx context.Context, useVolume bool) (*server, error) {
+func startPostgres(ctx context.Context) (*server, error) {
 	if dsn := os.Getenv(envPostgresDSN); dsn != "" {
 		return &server{dsn: dsn}, nil
 	}
-	s := &server{image: imageFrom(envPostgresImage, defaultPostgresImage)}
+	s := &server{image: imageFrom(envPostgresImage, defaultPostgresImage), volume: fmt.Sprintf("idem-bench-pg-%d", os.Getpid())}
 	opts := []testcontainers.ContainerCustomizer{
 		tcpostgres.WithDatabase("idem"),
 		tcpostgres.WithUsername("idem"),
@@ -98,10 +226,7 @@ func startPostgres(ctx context.Context, useVolume bool) (*server, error) {
 		testcontainers.WithCmd("postgres", "-c", "fsync=on", "-c", "synchronous_commit=on", "-c", "max_connections=200",
 			"-c", "shared_buffers=1GB"),
 		testcontainers.WithLabels(labels("postgres")),
-	}
-	if useVolume {
-		s.volume = fmt.Sprintf("idem-bench-pg-%d", os.Getpid())
-		opts = append(opts, testcontainers.WithMounts(testcontainers.VolumeMount(s.volume, "/var/lib/postgresql/data")))
+		testcontainers.WithMounts(testcontainers.VolumeMount(s.volume, "/var/lib/postgresql/data")),
 	}
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
@@ -116,11 +241,11 @@ func startPostgres(ctx context.Context, useVolume bool) (*server, error) {
 
 // startMySQL starts MySQL or MariaDB with its default durability
 // (innodb_flush_log_at_trx_commit=1).
-func startMySQL(ctx context.Context, useVolume bool) (*server, error) {
+func startMySQL(ctx context.Context) (*server, error) {
 	if dsn := os.Getenv(envMySQLDSN); dsn != "" {
 		return &server{dsn: dsn}, nil
 	}
-	s := &server{image: imageFrom(envMySQLImage, defaultMySQLImage)}
+	s := &server{image: imageFrom(envMySQLImage, defaultMySQLImage), volume: fmt.Sprintf("idem-bench-mysql-%d", os.Getpid())}
 	pingDSN := func(host string, port network.Port) string {
 		return fmt.Sprintf("root:idem@tcp(%s)/idem", net.JoinHostPort(host, port.Port()))
 	}
@@ -134,10 +259,7 @@ func startMySQL(ctx context.Context, useVolume bool) (*server, error) {
 			wait.ForSQL("3306/tcp", "mysql", pingDSN).WithStartupTimeout(startTimeout).WithPollInterval(250*time.Millisecond),
 		),
 		testcontainers.WithLabels(labels("mysql")),
-	}
-	if useVolume {
-		s.volume = fmt.Sprintf("idem-bench-mysql-%d", os.Getpid())
-		opts = append(opts, testcontainers.WithMounts(testcontainers.VolumeMount(s.volume, "/var/lib/mysql")))
+		testcontainers.WithMounts(testcontainers.VolumeMount(s.volume, "/var/lib/mysql")),
 	}
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
@@ -148,15 +270,4 @@ func startMySQL(ctx context.Context, useVolume bool) (*server, error) {
 	}
 	s.dsn, err = ctr.ConnectionString(ctx)
 	return s, err
-}
-
-// terminateAll removes every container started, joining the errors.
-func terminateAll(servers ...*server) error {
-	var errs []error
-	for _, s := range servers {
-		if err := s.terminate(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
 }

@@ -75,24 +75,16 @@ func newMySQLTarget(dsn, params, prefix string, conns int, via *delayProxy) (*ta
 	}
 	t.db = db
 	t.server = fmt.Sprintf("%s %s, innodb_flush_log_at_trx_commit=%s, log_bin=%s, innodb_buffer_pool_size=%dM", name, version, flush, logBin, bufferPool>>20)
-	insertSQL := `INSERT INTO ` + t.orders + ` (customer, item_id) VALUES (?, ?)`
-	s := newSeedSQL("mysql", t.keys)
+	insert := sqlInsert(t.orders, "?, ?")
 	duplicate := func(err error) bool {
 		var me *mysqldriver.MySQLError
 		return errors.As(err, &me) && me.Number == 1062
 	}
-	inline, plain := sqlBegin(db, sqlStyle{inline: true}, insertSQL), sqlBegin(db, sqlStyle{}, insertSQL)
-	t.schemes[schemeBare] = bareScheme(plain)
-	t.schemes[schemeFloor] = floorScheme(inline, s)
-	t.schemes[schemeSeed] = seedScheme(inline, s, duplicate)
-	if !cfg.InterpolateParams {
-		// With interpolateParams the driver already sends values as text.
-		t.schemes[schemeFloorPlain] = floorScheme(plain, s)
-		t.schemes[schemeSeedPlain] = seedScheme(plain, s, duplicate)
-	}
+	yardsticks[*sql.Tx]{plain: sqlBegin(db), idem: sqlBegin(db), write: insert, sql: newSeedSQL("mysql", t.keys),
+		inline: true, duplicate: duplicate}.add(t)
 	drv, err := mysql.New(ctx, db, mysql.Options{})
 	if err == nil {
-		err = storeOps(t, drv, sqlInsert(t.orders, "?, ?"))
+		err = storeOps(t, drv, insert)
 	}
 	if err != nil {
 		t.close()

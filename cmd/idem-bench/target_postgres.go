@@ -87,19 +87,17 @@ func newPgxTarget(dsn, prefix string, conns int, via *delayProxy) (*target, erro
 	}
 	postgresAdmin(ctx, t, exec, pool.QueryRow)
 	insertSQL := `INSERT INTO ` + t.orders + ` (customer, item_id) VALUES ($1, $2)`
-	s := newSeedSQL("postgres", t.keys)
-	piped, plain := pgxBegin(pool, insertSQL, true), pgxBegin(pool, insertSQL, false)
-	t.schemes[schemeBare] = bareScheme(plain)
-	t.schemes[schemeFloor] = floorScheme(piped, s)
-	t.schemes[schemeFloorPlain] = floorScheme(plain, s)
-	t.schemes[schemeSeed] = seedScheme(piped, s, nil)
-	t.schemes[schemeSeedPlain] = seedScheme(plain, s, nil)
+	insert := func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, insertSQL, customer, itemID)
+		return err
+	}
 	drv, err := postgres.New(ctx, pool, postgres.Options{})
 	if err == nil {
-		err = storeOps(t, drv, func(ctx context.Context, tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, insertSQL, customer, itemID)
-			return err
-		})
+		// An application's pgx transaction sends BEGIN, each statement and
+		// COMMIT alone, as a transaction of idem's driver does for the
+		// user's write: one begin serves the bare write too.
+		yardsticks[pgx.Tx]{plain: driverBegin(drv), idem: driverBegin(drv), write: insert, sql: newSeedSQL("postgres", t.keys)}.add(t)
+		err = storeOps(t, drv, insert)
 	}
 	if err != nil {
 		t.close()
@@ -158,14 +156,11 @@ func newPgSQLTarget(dsn, prefix string, conns int, via *delayProxy, lazy bool) (
 	}
 	t.db = db
 	postgresAdmin(ctx, t, sqlExec(db), func(ctx context.Context, s string, args ...any) pgx.Row { return db.QueryRowContext(ctx, s, args...) })
-	insertSQL := `INSERT INTO ` + t.orders + ` (customer, item_id) VALUES ($1, $2)`
-	s := newSeedSQL("postgres", t.keys)
-	// database/sql sends each statement alone, idem's included: the
-	// floor and the seed have one style here.
-	plain := sqlBegin(db, sqlStyle{}, insertSQL)
-	t.schemes[schemeBare] = bareScheme(plain)
-	t.schemes[schemeFloor] = floorScheme(plain, s)
-	t.schemes[schemeSeed] = seedScheme(plain, s, nil)
+	insert := sqlInsert(t.orders, "$1, $2")
+	// database/sql sends each statement alone, idem's included (the lazy
+	// connector holds BEGIN back for idem's driver only): the floor and
+	// the seed go as the bare write does.
+	yardsticks[*sql.Tx]{plain: sqlBegin(db), idem: sqlBegin(db), write: insert, sql: newSeedSQL("postgres", t.keys)}.add(t)
 	var drv dialect.Driver[*sql.Tx]
 	if lazy {
 		drv, err = newLazyDriver(db)
@@ -173,7 +168,7 @@ func newPgSQLTarget(dsn, prefix string, conns int, via *delayProxy, lazy bool) (
 		drv, err = postgres.NewSQL(ctx, db, postgres.Options{})
 	}
 	if err == nil {
-		err = storeOps(t, drv, sqlInsert(t.orders, "$1, $2"))
+		err = storeOps(t, drv, insert)
 	}
 	if err != nil {
 		t.close()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 )
 
 // Helpers of the targets on database/sql.
@@ -70,13 +71,8 @@ func sqlBulkLoad(ctx context.Context, db *sql.DB, table string, n int64, rowsPer
 		if s := stmtFor[rows]; s != nil {
 			return s, nil
 		}
-		q := `INSERT INTO ` + table + ` (scope, idem_key, fingerprint, status, header, body, created_at, expires_at) VALUES `
-		for i := range rows {
-			if i > 0 {
-				q += ", "
-			}
-			q += values
-		}
+		q := `INSERT INTO ` + table + ` (scope, idem_key, fingerprint, status, header, body, created_at, expires_at) VALUES ` +
+			strings.Repeat(values+", ", rows-1) + values
 		s, err := conn.PrepareContext(ctx, q)
 		if err != nil {
 			return nil, err

@@ -50,13 +50,13 @@ func newSQLiteTarget(dir string, conns int) (*target, error) {
 	}
 	t.db, t.ping = db, nil
 	t.server = fmt.Sprintf("SQLite %s (modernc.org/sqlite), journal_mode=%s, synchronous=%d, %d connection(s), file in %s", version, journal, synchronous, conns, dir)
+	insert := sqlInsert(t.orders, "?, ?")
 	drv, err := sqlite.New(ctx, db, sqlite.Options{})
 	if err == nil {
-		err = storeOps(t, drv, sqlInsert(t.orders, "?, ?"))
-	}
-	if err == nil {
-		// After Migrate made the idem table: the yardsticks' statements.
-		err = sqliteYardsticks(ctx, t, db)
+		// idem's driver keeps the floor's and the seed's statements
+		// prepared, as it keeps its own.
+		yardsticks[*sql.Tx]{plain: sqlBegin(db), idem: driverBegin(drv), write: insert, sql: newSeedSQL("sqlite", t.keys)}.add(t)
+		err = storeOps(t, drv, insert)
 	}
 	if err != nil {
 		t.close()
@@ -76,22 +76,4 @@ func newSQLiteTarget(dir string, conns int) (*target, error) {
 			}, progress)
 	}
 	return t, nil
-}
-
-// sqliteYardsticks adds the bare write, the floor and the seed on db, whose
-// idem table exists; the idem style prepares their statements once.
-func sqliteYardsticks(ctx context.Context, t *target, db *sql.DB) error {
-	insertSQL := `INSERT INTO ` + t.orders + ` (customer, item_id) VALUES (?, ?)`
-	s := newSeedSQL("sqlite", t.keys)
-	prepared, err := prepareAll(ctx, db, s.floor, s.claim, s.read, s.update)
-	if err != nil {
-		return err
-	}
-	idemStyle, plain := sqlBegin(db, sqlStyle{prepared: prepared}, insertSQL), sqlBegin(db, sqlStyle{}, insertSQL)
-	t.schemes[schemeBare] = bareScheme(plain)
-	t.schemes[schemeFloor] = floorScheme(idemStyle, s)
-	t.schemes[schemeFloorPlain] = floorScheme(plain, s)
-	t.schemes[schemeSeed] = seedScheme(idemStyle, s, nil)
-	t.schemes[schemeSeedPlain] = seedScheme(plain, s, nil)
-	return nil
 }

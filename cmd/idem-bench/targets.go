@@ -12,8 +12,8 @@ import (
 )
 
 // target is one backend under test: the ways of sending the write (its
-// schemes: bare, floor, seed and idem), and what the
-// report needs to know about the database.
+// schemes: bare, floor, seed and idem), and what the report needs to know
+// about the database.
 type target struct {
 	name   string // "postgres/pgx"
 	family string // "postgres", "mysql", "sqlite"
@@ -140,11 +140,6 @@ func storeOps[TTx any](t *target, drv dialect.Driver[TTx], insert func(ctx conte
 		}
 		return doOn(s, insert), nil
 	}
-	h, err := middleware(store, insert)
-	if err != nil {
-		return err
-	}
-	t.schemes[schemeHTTP] = httpScheme(h)
 	return nil
 }
 

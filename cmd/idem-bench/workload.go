@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"hash/fnv"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -198,23 +196,4 @@ func ops(t *target, d pathDef, ks keySpace, clients int, done keySpace, doneN in
 		}
 	}
 	return func(ctx context.Context, i int64) (idem.Outcome, error) { return send(ctx, request(ks, i, ""), i) }
-}
-
-// httpScheme sends requests through the middleware h (ServeHTTP, no
-// network): a 201 is Won, a replayed 201 Replay, anything else an error.
-func httpScheme(h http.Handler) scheme {
-	return func(ctx context.Context, req idem.Request, n int64) (idem.Outcome, error) {
-		r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/orders", bytes.NewReader(requestBody(n, "")))
-		r.Header.Set("Idempotency-Key", req.Key)
-		r.Header.Set("Content-Type", "application/json")
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		switch {
-		case w.Code == http.StatusCreated && w.Header().Get("Idempotent-Replayed") == "":
-			return idem.Won, nil
-		case w.Code == http.StatusCreated:
-			return idem.Replay, nil
-		}
-		return 0, fmt.Errorf("middleware answered %d: %s", w.Code, bytes.TrimSpace(w.Body.Bytes()))
-	}
 }
