@@ -282,8 +282,8 @@ type completed struct {
 	n    int64
 }
 
-// benchTarget runs every level and round of one target, then its sizes,
-// the scale test and the purge test.
+// benchTarget runs every level and round of one target, then the scale
+// test and the purge test.
 func benchTarget(ctx context.Context, o options, t *target, runID string, rep *report) error {
 	var writes, others []pathDef
 	for _, d := range pathDefs {
@@ -364,11 +364,6 @@ func benchTarget(ctx context.Context, o options, t *target, runID string, rep *r
 			}
 		}
 	}
-	sizes, err := t.sizes(ctx, t.keys, t.orders)
-	if err != nil {
-		logf("%s: sizes: %v", t.name, err)
-	}
-	rep.sizes = append(rep.sizes, targetSizes{target: t.name, sizes: sizes, keysTable: t.keys})
 	if len(o.scaleRows) > 0 && slices.Contains(o.scaleOn, t.backend) && ctx.Err() == nil {
 		res, err := scaleTest(ctx, o, t, runID)
 		rep.scale = append(rep.scale, res...)
@@ -414,7 +409,7 @@ func purgeTest(ctx context.Context, o options, t *target, runID string, duty flo
 	}
 	logf("%s: inserting %d expired records for %s (run %d of %d)", t.name, o.purgeRows, mode, repeat+1, o.purgeRepeat)
 	start := time.Now()
-	if err := t.fillExpired(ctx, o.purgeRows); err != nil {
+	if err := t.fill(ctx, t.keys, "purge", int64(o.purgeRows), false, func(int64) {}); err != nil {
 		return nil, err
 	}
 	res.fill = time.Since(start)

@@ -21,15 +21,8 @@ type report struct {
 	started time.Time
 	servers []string
 	cells   []*cell
-	sizes   []targetSizes
 	scale   []*scaleResult
 	purges  []*purgeResult
-}
-
-type targetSizes struct {
-	target    string
-	keysTable string
-	sizes     []relSize
 }
 
 func (r *report) add(c *cell) { r.cells = append(r.cells, c) }
@@ -228,7 +221,6 @@ func (r *report) write(w io.Writer) {
 
 	r.writeTargets(w, all)
 	r.writeExcluded(w)
-	r.writeSizes(w)
 	r.writeScale(w)
 	r.writePurges(w)
 }
@@ -326,37 +318,12 @@ func (r *report) writeExcluded(w io.Writer) {
 	fmt.Fprintln(w)
 }
 
-func (r *report) writeSizes(w io.Writer) {
-	if len(r.sizes) == 0 {
-		return
-	}
-	fmt.Fprintf(w, "### Storage\n\n")
-	fmt.Fprintf(w, "Sizes after the run, as the database reports them (PostgreSQL pg_table_size and pg_indexes_size; InnoDB data_length and index_length after ANALYZE TABLE; SQLite dbstat), scaled to a million rows. The order table is the user's write, for comparison.\n\n")
-	fmt.Fprintf(w, "| backend | table | rows | table MB / 1M rows | indexes MB / 1M rows | bytes / row | note |\n")
-	fmt.Fprintf(w, "|---|---|---:|---:|---:|---:|---|\n")
-	for _, ts := range r.sizes {
-		for _, s := range ts.sizes {
-			if s.rows == 0 {
-				continue
-			}
-			per := func(b int64) float64 { return float64(b) / float64(s.rows) * 1e6 / (1 << 20) }
-			kind := "orders"
-			if s.table == ts.keysTable {
-				kind = "idem records"
-			}
-			fmt.Fprintf(w, "| %s | %s | %d | %.1f | %.1f | %.0f | %s |\n", ts.target, kind, s.rows, per(s.tableBytes), per(s.indexBytes),
-				float64(s.tableBytes+s.indexBytes)/float64(s.rows), s.note)
-		}
-	}
-	fmt.Fprintln(w)
-}
-
 func (r *report) writeScale(w io.Writer) {
 	if len(r.scale) == 0 {
 		return
 	}
 	fmt.Fprintf(w, "### Claims on a large table\n\n")
-	fmt.Fprintf(w, "Each size is a table of its own, bulk-loaded with completed, live records (keys spread evenly over the key space, loaded in key order: PostgreSQL COPY, a million rows per statement; elsewhere multi-row INSERTs in large transactions), then settled (PostgreSQL VACUUM and CHECKPOINT, InnoDB ANALYZE and 10 s, SQLite a WAL checkpoint); then %d clients claim new random keys through Store.Do for %v after a warm-up. ", r.opts.scaleConc, r.opts.scaleWindow)
+	fmt.Fprintf(w, "Each size is a table of its own, loaded on the server with completed, live records (keys spread evenly over the key space, in key order: INSERT ... SELECT over a series of numbers, 100,000 rows per statement), then settled (PostgreSQL VACUUM and CHECKPOINT, InnoDB ANALYZE and 10 s, SQLite a WAL checkpoint); then %d clients claim new random keys through Store.Do for %v after a warm-up. ", r.opts.scaleConc, r.opts.scaleWindow)
 	fmt.Fprintf(w, "Sizes are the loaded table's after the claims (an in-order load packs pages fuller than organic growth: a lower bound). Change: against the smallest size of the same backend (target: ≤ +20%%).\n\n")
 	fmt.Fprintf(w, "| backend | records | load | rows/s | claims/s | p50 ms | p99 ms | p50 / p99 change | table B/record | indexes B/record |\n")
 	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")

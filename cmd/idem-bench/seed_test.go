@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -161,25 +163,54 @@ func TestInlineValues(t *testing.T) {
 	}
 }
 
-func TestScaleRowsAscendAndDiffer(t *testing.T) {
-	const n = 5000
-	now := time.Now()
-	var prev string
-	seen := map[string]bool{}
-	var r scaleRow
-	for i := range int64(n) {
-		r.fill(i, n, now)
-		if len(r.key) != 36 || seen[r.key] || r.key <= prev {
-			t.Fatalf("key %d = %q after %q: want 36 characters, unique, ascending", i, r.key, prev)
-		}
-		if !r.expires.After(now) || !r.created.Before(now) {
-			t.Fatalf("row %d: created %v expires %v, want a live record", i, r.created, r.expires)
-		}
-		seen[r.key], prev = true, r.key
+// TestFillKeysAscendAndSpread fills a table on SQLite as the scale test
+// does: the keys are UUID-long, ascending in load order, spread over
+// the key space, and the records live; the purge's fill makes them expired.
+func TestFillKeysAscendAndSpread(t *testing.T) {
+	tg := newTestSQLite(t)
+	table := tg.keys + "_fill"
+	if _, err := tg.storeOn(t.Context(), table); err != nil {
+		t.Fatal(err)
 	}
-	// The keys cover the key space: the last one starts high.
-	if prev[0] != 'f' {
-		t.Fatalf("last key %q: want the keys spread over the key space", prev)
+	t.Cleanup(func() { _ = tg.drop(context.Background(), table) })
+	var progress []int64
+	if err := tg.fill(t.Context(), table, scope, 5000, true, func(n int64) { progress = append(progress, n) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := tg.fill(t.Context(), table, "purge", 10, false, func(int64) {}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(progress, []int64{5000}) {
+		t.Fatalf("progress %v, want [5000]", progress)
+	}
+	rows, err := tg.db.QueryContext(t.Context(), `SELECT idem_key, expires_at > CAST(unixepoch('subsec') * 1000000 AS INTEGER)
+		FROM `+table+` WHERE scope = ? ORDER BY idem_key`, scope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var prev string
+	n := 0
+	for rows.Next() {
+		var key string
+		var live bool
+		if err := rows.Scan(&key, &live); err != nil {
+			t.Fatal(err)
+		}
+		// In key order the records come in load order: key i ends in i.
+		if len(key) != 36 || !strings.HasSuffix(key, fmt.Sprintf("-%023x", n+1)) || !live {
+			t.Fatalf("key %d = %q (live %v): want 36 characters in load order, live", n, key, live)
+		}
+		prev = key
+		n++
+	}
+	if n != 5000 || prev[0] != 'f' {
+		t.Fatalf("%d keys, the last %q: want 5000 spread over the key space", n, prev)
+	}
+	var expired int
+	if err := tg.db.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM `+table+`
+		WHERE scope = 'purge' AND expires_at < CAST(unixepoch('subsec') * 1000000 AS INTEGER)`).Scan(&expired); err != nil || expired != 10 {
+		t.Fatalf("%d expired purge records (%v), want 10", expired, err)
 	}
 }
 
@@ -200,7 +231,7 @@ func TestBulkLoadAndScaleOnSQLite(t *testing.T) {
 		t.Fatalf("size %+v, want the loaded table's", res[0].size)
 	}
 	// The scale table is gone afterwards.
-	if _, err := tg.sizes(context.Background(), tg.keys+"_scale"); err == nil {
+	if _, err := tg.size(context.Background(), tg.keys+"_scale"); err == nil {
 		t.Fatal("the scale table outlived the test")
 	}
 }

@@ -21,9 +21,12 @@ const mysqlOrders = `CREATE TABLE %s (id BIGINT AUTO_INCREMENT PRIMARY KEY, cust
 const mysqlDigits = `(SELECT 0 d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4
 	UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)`
 
-const mysqlFill = `INSERT INTO %s (scope, idem_key, fingerprint, status, header, body, created_at, expires_at)
-SELECT 'purge', CONCAT('p-', n), UNHEX(SHA2(n, 256)), 201, '', CONCAT('{"order":', n, '}'),
-	UTC_TIMESTAMP(6) - INTERVAL 2 DAY, UTC_TIMESTAMP(6) - INTERVAL 1 DAY
+// mysqlFill is target.fill's statement: numbers ? to ?, and the verbs
+// fill formats.
+const mysqlFill = `INSERT INTO %[1]s (scope, idem_key, fingerprint, status, header, body, created_at, expires_at)
+SELECT '%[2]s', CONCAT(LPAD(LOWER(HEX(n * %[3]d)), 12, '0'), '-', LPAD(LOWER(HEX(n)), 23, '0')), UNHEX(SHA2(n, 256)), 201,
+	X'%[5]x', CONCAT('{"order":', n, '%[6]s'),
+	UTC_TIMESTAMP(6) + INTERVAL %[4]d SECOND - INTERVAL 1 DAY, UTC_TIMESTAMP(6) + INTERVAL %[4]d SECOND
 FROM (SELECT ? + a.d + 10*b.d + 100*c.d + 1000*e.d + 10000*f.d AS n
 	FROM ` + mysqlDigits + ` a, ` + mysqlDigits + ` b, ` + mysqlDigits + ` c, ` + mysqlDigits + ` e, ` + mysqlDigits + ` f) s
 WHERE n <= ?`
@@ -90,8 +93,13 @@ func newMySQLTarget(dsn, params, prefix string, conns int, via *delayProxy) (*ta
 		t.close()
 		return nil, err
 	}
-	t.sizes = sqlSizes(db, `ANALYZE TABLE %s`, `SELECT data_length, index_length FROM information_schema.tables
-		WHERE table_schema = DATABASE() AND table_name = ?`)
+	t.size = func(ctx context.Context, table string) (r relSize, err error) {
+		if _, err := db.ExecContext(ctx, `ANALYZE TABLE `+table); err != nil {
+			return r, err
+		}
+		return sqlSize(ctx, db, table, `SELECT data_length, index_length FROM information_schema.tables
+			WHERE table_schema = DATABASE() AND table_name = ?`)
+	}
 	t.settle = func(ctx context.Context, table string) error {
 		if _, err := db.ExecContext(ctx, `ANALYZE TABLE `+table); err != nil {
 			return err
@@ -102,12 +110,6 @@ func newMySQLTarget(dsn, params, prefix string, conns int, via *delayProxy) (*ta
 		case <-ctx.Done():
 		}
 		return ctx.Err()
-	}
-	t.bulkLoad = func(ctx context.Context, table string, n int64, progress func(int64)) error {
-		return sqlBulkLoad(ctx, db, table, n, 1000, 100_000, "(?, ?, ?, ?, ?, ?, ?, ?)",
-			func(dst []any, r *scaleRow) []any {
-				return append(dst, r.scope, r.key, r.fingerprint[:], r.status, r.header, r.body, r.created, r.expires)
-			}, progress)
 	}
 	return t, nil
 }

@@ -18,15 +18,17 @@ import (
 const postgresOrders = `CREATE TABLE %s (id bigserial PRIMARY KEY, customer bigint NOT NULL, item_id bigint NOT NULL,
 	created_at timestamptz NOT NULL DEFAULT now())`
 
-// postgresFill inserts expired records the way the dialect stores them.
-const postgresFill = `INSERT INTO %s (scope, idem_key, fingerprint, status, header, body, created_at, expires_at)
-SELECT 'purge', 'p-' || g, sha256(g::text::bytea), 201, '\x'::bytea, convert_to('{"order":' || g || '}', 'UTF8'),
-	now() - interval '2 days', now() - interval '1 day'
+// postgresFill is target.fill's statement: numbers $1 to $2, and the
+// verbs fill formats.
+const postgresFill = `INSERT INTO %[1]s (scope, idem_key, fingerprint, status, header, body, created_at, expires_at)
+SELECT '%[2]s', lpad(to_hex(g * %[3]d), 12, '0') || '-' || lpad(to_hex(g), 23, '0'), sha256(g::text::bytea), 201,
+	'\x%[5]x'::bytea, convert_to('{"order":' || g || '%[6]s', 'UTF8'),
+	now() + interval '%[4]d seconds' - interval '1 day', now() + interval '%[4]d seconds'
 FROM generate_series($1::bigint, $2::bigint) g`
 
 // postgresAdmin sets what every PostgreSQL target reads and does outside
-// its requests: the server's settings, the sizes (with the share of HOT
-// updates) and the settling after a bulk load (a vacuum and a checkpoint).
+// its requests: the server's settings, the sizes and the settling after a
+// bulk load (a vacuum and a checkpoint).
 func postgresAdmin(ctx context.Context, t *target, exec execFunc, row func(ctx context.Context, s string, args ...any) pgx.Row) {
 	var version, fsync, syncCommit, fpw, buffers string
 	t.server = "unknown"
@@ -34,22 +36,10 @@ func postgresAdmin(ctx context.Context, t *target, exec execFunc, row func(ctx c
 		current_setting('full_page_writes'), current_setting('shared_buffers')`).Scan(&version, &fsync, &syncCommit, &fpw, &buffers); err == nil {
 		t.server = fmt.Sprintf("PostgreSQL %s, fsync=%s, synchronous_commit=%s, full_page_writes=%s, shared_buffers=%s", version, fsync, syncCommit, fpw, buffers)
 	}
-	t.sizes = func(ctx context.Context, tables ...string) ([]relSize, error) {
-		var out []relSize
-		for _, tbl := range tables {
-			r := relSize{table: tbl}
-			err := row(ctx, `SELECT pg_table_size($1::regclass), pg_indexes_size($1::regclass), (SELECT count(*) FROM `+tbl+`)`, tbl).
-				Scan(&r.tableBytes, &r.indexBytes, &r.rows)
-			if err != nil {
-				return nil, err
-			}
-			var upd, hot int64
-			if err := row(ctx, `SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relid = $1::regclass`, tbl).Scan(&upd, &hot); err == nil && upd > 0 {
-				r.note = fmt.Sprintf("%.0f%% of %d updates HOT", 100*float64(hot)/float64(upd), upd)
-			}
-			out = append(out, r)
-		}
-		return out, nil
+	t.size = func(ctx context.Context, table string) (r relSize, err error) {
+		err = row(ctx, `SELECT pg_table_size($1::regclass), pg_indexes_size($1::regclass), (SELECT count(*) FROM `+table+`)`, table).
+			Scan(&r.tableBytes, &r.indexBytes, &r.rows)
+		return r, err
 	}
 	t.settle = func(ctx context.Context, table string) error {
 		// PARALLEL 0: a parallel vacuum keeps dead tuples in dynamic shared
@@ -103,36 +93,7 @@ func newPgxTarget(dsn, prefix string, conns int, via *delayProxy) (*target, erro
 		t.close()
 		return nil, err
 	}
-	t.bulkLoad = func(ctx context.Context, table string, n int64, progress func(int64)) error {
-		return postgresCopy(ctx, pool, table, n, progress)
-	}
 	return t, nil
-}
-
-// postgresCopy loads n completed records into table with COPY, a million
-// rows per statement.
-func postgresCopy(ctx context.Context, pool *pgxpool.Pool, table string, n int64, progress func(int64)) error {
-	const chunk = 1_000_000
-	cols := []string{"scope", "idem_key", "fingerprint", "status", "header", "body", "created_at", "expires_at"}
-	now := time.Now()
-	for from := int64(0); from < n; from += chunk {
-		to := min(from+chunk, n)
-		i := from
-		var row scaleRow
-		src := pgx.CopyFromFunc(func() ([]any, error) {
-			if i >= to {
-				return nil, nil
-			}
-			row.fill(i, n, now)
-			i++
-			return []any{row.scope, row.key, row.fingerprint[:], int16(row.status), row.header, row.body, row.created, row.expires}, nil
-		})
-		if _, err := pool.CopyFrom(ctx, pgx.Identifier{table}, cols, src); err != nil {
-			return err
-		}
-		progress(to)
-	}
-	return nil
 }
 
 func newPgSQLTarget(dsn, prefix string, conns int, via *delayProxy, lazy bool) (*target, error) {

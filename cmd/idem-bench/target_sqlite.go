@@ -16,10 +16,12 @@ import (
 const sqliteOrders = `CREATE TABLE %s (id INTEGER PRIMARY KEY, customer INTEGER NOT NULL, item_id INTEGER NOT NULL,
 	created_at INTEGER NOT NULL DEFAULT (unixepoch()))`
 
+// sqliteFill is target.fill's statement: numbers ?1 to ?2, and the verbs
+// fill formats (%% is printf's own %).
 const sqliteFill = `WITH RECURSIVE g(n) AS (SELECT ?1 UNION ALL SELECT n + 1 FROM g WHERE n < ?2)
-INSERT INTO %s (scope, idem_key, fingerprint, status, header, body, created_at, expires_at)
-SELECT 'purge', 'p-' || n, randomblob(32), 201, x'', '{"order":' || n || '}',
-	CAST((unixepoch('subsec') - 172800) * 1000000 AS INTEGER), CAST((unixepoch('subsec') - 86400) * 1000000 AS INTEGER)
+INSERT INTO %[1]s (scope, idem_key, fingerprint, status, header, body, created_at, expires_at)
+SELECT '%[2]s', printf('%%012x-%%023x', n * %[3]d, n), randomblob(32), 201, x'%[5]x', '{"order":' || n || '%[6]s',
+	CAST((unixepoch('subsec') + %[4]d - 86400) * 1000000 AS INTEGER), CAST((unixepoch('subsec') + %[4]d) * 1000000 AS INTEGER)
 FROM g`
 
 // newSQLiteTarget opens a database file in dir with the settings
@@ -62,18 +64,14 @@ func newSQLiteTarget(dir string, conns int) (*target, error) {
 		t.close()
 		return nil, err
 	}
-	t.sizes = sqlSizes(db, "", `SELECT
-		COALESCE((SELECT SUM(pgsize) FROM dbstat WHERE name = ?1), 0),
-		COALESCE((SELECT SUM(pgsize) FROM dbstat WHERE name IN (SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = ?1)), 0)`)
+	t.size = func(ctx context.Context, table string) (relSize, error) {
+		return sqlSize(ctx, db, table, `SELECT
+			COALESCE((SELECT SUM(pgsize) FROM dbstat WHERE name = ?1), 0),
+			COALESCE((SELECT SUM(pgsize) FROM dbstat WHERE name IN (SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = ?1)), 0)`)
+	}
 	t.settle = func(ctx context.Context, _ string) error {
 		_, err := db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
 		return err
-	}
-	t.bulkLoad = func(ctx context.Context, table string, n int64, progress func(int64)) error {
-		return sqlBulkLoad(ctx, db, table, n, 500, 200_000, "(?, ?, ?, ?, ?, ?, ?, ?)",
-			func(dst []any, r *scaleRow) []any {
-				return append(dst, r.scope, r.key, r.fingerprint[:], r.status, r.header, r.body, r.created.UnixMicro(), r.expires.UnixMicro())
-			}, progress)
 	}
 	return t, nil
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/idemkit/idem"
@@ -37,16 +38,16 @@ type target struct {
 	// settle lets the database finish the background work a bulk load
 	// leaves (vacuum, checkpoint, page flushing) on a table.
 	settle func(ctx context.Context, table string) error
-	// fillExpired inserts rows expired records in bulk, for the purge test.
-	fillExpired func(ctx context.Context, rows int) error
-	sizes       func(ctx context.Context, tables ...string) ([]relSize, error)
+	// fillSQL inserts records in bulk (see fill).
+	fillSQL string
+	// size weighs a table and its indexes.
+	size func(ctx context.Context, table string) (relSize, error)
 
 	// storeOn returns Store.Do on a store of its own on table (migrated),
 	// for the scale test.
 	storeOn func(ctx context.Context, table string) (scheme, error)
-	// bulkLoad inserts n completed, live records into table as fast as
-	// the database takes them, calling progress after each chunk.
-	bulkLoad func(ctx context.Context, table string, n int64, progress func(done int64)) error
+	// exec runs one statement outside a transaction.
+	exec execFunc
 	// drop drops tables.
 	drop func(ctx context.Context, tables ...string) error
 	// ping sends one trivial statement (one round trip); nil for SQLite.
@@ -56,11 +57,9 @@ type target struct {
 
 // relSize is the size of one table and its indexes.
 type relSize struct {
-	table      string
 	rows       int64
 	tableBytes int64
 	indexBytes int64
-	note       string
 }
 
 // The user's write: one order row, as in the seed.
@@ -149,12 +148,12 @@ type execFunc func(ctx context.Context, query string, args ...any) error
 // newTarget is a target whose tables are named by prefix, on a database
 // whose statements outside transactions run through exec: it creates the
 // user's order table (ordersDDL, formatted with its name) afresh, sets
-// drop, ping and fillExpired (fill formatted with the idem table's name,
-// two arguments: the first and last row number), and its close drops what
-// the run made before it calls release. On an error it calls release.
-func newTarget(name, family, prefix string, w *wireStats, exec execFunc, ordersDDL, fill string, release func()) (*target, error) {
+// drop, ping, exec and fillSQL, and its close drops what the run made before
+// it calls release. On an error it calls release.
+func newTarget(name, family, prefix string, w *wireStats, exec execFunc, ordersDDL, fillSQL string, release func()) (*target, error) {
 	keys, orders := prefix+"_keys", prefix+"_orders"
-	t := &target{name: name, family: family, wire: w, keys: keys, orders: orders, schemes: map[string]scheme{}}
+	t := &target{name: name, family: family, wire: w, keys: keys, orders: orders, schemes: map[string]scheme{},
+		exec: exec, fillSQL: fillSQL}
 	t.drop = func(ctx context.Context, tables ...string) error {
 		for _, tbl := range tables {
 			for _, name := range []string{tbl, tbl + "_schema", tbl + "_fence"} {
@@ -173,15 +172,6 @@ func newTarget(name, family, prefix string, w *wireStats, exec execFunc, ordersD
 		_ = t.drop(ctx, keys, orders)
 		release()
 	}
-	t.fillExpired = func(ctx context.Context, rows int) error {
-		const chunk = 100_000
-		for from := int64(1); from <= int64(rows); from += chunk {
-			if err := exec(ctx, fmt.Sprintf(fill, keys), from, min(from+chunk-1, int64(rows))); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := t.drop(ctx, keys, orders); err != nil {
@@ -193,4 +183,31 @@ func newTarget(name, family, prefix string, w *wireStats, exec execFunc, ordersD
 		return nil, err
 	}
 	return t, nil
+}
+
+// fill inserts records 1 to n of scope into table on the server, 100,000
+// to a statement (INSERT ... SELECT over a series of numbers), calling
+// progress after each statement. The keys are spread evenly over the key
+// space in ascending order, so that claims of random keys land between
+// them; every record holds an order's response and expires a day from now
+// (live) or expired a day ago.
+func (t *target) fill(ctx context.Context, table, scope string, n int64, live bool, progress func(done int64)) error {
+	expires := -86400
+	if live {
+		expires = 86400
+	}
+	resp := response(0)
+	_, bodyTail, _ := strings.Cut(string(resp.Body), ",")
+	// fillSQL's verbs: table, scope, the keys' step, the expiry in seconds
+	// from now, the stored header, and the body after the order number.
+	q := fmt.Sprintf(t.fillSQL, table, scope, (int64(1)<<48)/(n+1), expires, encodeHeader(resp.Header), ","+bodyTail)
+	const chunk = 100_000
+	for from := int64(1); from <= n; from += chunk {
+		to := min(from+chunk-1, n)
+		if err := t.exec(ctx, q, from, to); err != nil {
+			return err
+		}
+		progress(to)
+	}
+	return nil
 }
