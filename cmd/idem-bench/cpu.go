@@ -12,7 +12,7 @@ import (
 // CPU time is a steadier measure of cost than throughput on a busy machine:
 // the benchmark reads its own (getrusage; for SQLite that includes the
 // database) and, for a container it started, the container's cgroup
-// counter. A server from a DSN has no counter.
+// (v2) counter. A server from a DSN has no counter.
 
 // processCPU returns the CPU time this process has used.
 func processCPU() time.Duration {
@@ -24,14 +24,11 @@ func processCPU() time.Duration {
 }
 
 // cgroupCPU returns a function reading the CPU time of a Docker container
-// from its cgroup (v1 or v2), or nil when neither can be read.
+// from its cgroup, or nil when it cannot be read: cgroup v2 only (on a host
+// with cgroup v1 the database's CPU is not reported).
 func cgroupCPU(containerID string) func() time.Duration {
 	if containerID == "" {
 		return nil
-	}
-	v1 := "/sys/fs/cgroup/cpuacct/docker/" + containerID + "/cpuacct.usage"
-	if _, err := readUint(v1); err == nil {
-		return func() time.Duration { n, _ := readUint(v1); return time.Duration(n) }
 	}
 	for _, v2 := range []string{
 		"/sys/fs/cgroup/system.slice/docker-" + containerID + ".scope/cpu.stat",
@@ -42,14 +39,6 @@ func cgroupCPU(containerID string) func() time.Duration {
 		}
 	}
 	return nil
-}
-
-func readUint(path string) (uint64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
 }
 
 func readUsageUsec(path string) (uint64, error) {

@@ -59,13 +59,13 @@ type server struct {
 
 // server returns the server of family, started on first use.
 func (s *servers) server(ctx context.Context, family string) (*server, error) {
-	slot, start := &s.pg, startPostgres
+	slot := &s.pg
 	if family == "mysql" {
-		slot, start = &s.my, startMySQL
+		slot = &s.my
 	}
 	if *slot == nil {
 		logf("starting %s", family)
-		srv, err := start(ctx)
+		srv, err := start(ctx, family)
 		*slot = srv // a container that failed to start is removed too
 		if err != nil {
 			return nil, err
@@ -207,67 +207,57 @@ func imageFrom(env, def string) string {
 	return def
 }
 
-func labels(backend string) map[string]string {
-	return map[string]string{containerLabel: backend, "org.idemkit.idem.pid": strconv.Itoa(os.Getpid())}
-}
-
-// startPostgres starts PostgreSQL with durable commits (the testcontainers
-// module turns fsync off by default; the benchmark measures with it on).
-func startPostgres(ctx context.Context) (*server, error) {
-	if dsn := os.Getenv(envPostgresDSN); dsn != "" {
+// start starts a server of family: PostgreSQL with durable commits (the
+// testcontainers module turns fsync off by default; the benchmark measures
+// with it on), MySQL or MariaDB with its default durability
+// (innodb_flush_log_at_trx_commit=1); or returns the one its DSN variable
+// names.
+func start(ctx context.Context, family string) (*server, error) {
+	envDSN, envImage, image, data := envPostgresDSN, envPostgresImage, defaultPostgresImage, "/var/lib/postgresql/data"
+	if family == "mysql" {
+		envDSN, envImage, image, data = envMySQLDSN, envMySQLImage, defaultMySQLImage, "/var/lib/mysql"
+	}
+	if dsn := os.Getenv(envDSN); dsn != "" {
 		return &server{dsn: dsn}, nil
 	}
-	s := &server{image: imageFrom(envPostgresImage, defaultPostgresImage), volume: fmt.Sprintf("idem-bench-pg-%d", os.Getpid())}
+	s := &server{image: imageFrom(envImage, image), volume: fmt.Sprintf("idem-bench-%s-%d", family, os.Getpid())}
 	opts := []testcontainers.ContainerCustomizer{
-		tcpostgres.WithDatabase("idem"),
-		tcpostgres.WithUsername("idem"),
-		tcpostgres.WithPassword("idem"),
-		tcpostgres.BasicWaitStrategies(),
-		testcontainers.WithCmd("postgres", "-c", "fsync=on", "-c", "synchronous_commit=on", "-c", "max_connections=200",
-			"-c", "shared_buffers=1GB"),
-		testcontainers.WithLabels(labels("postgres")),
-		testcontainers.WithMounts(testcontainers.VolumeMount(s.volume, "/var/lib/postgresql/data")),
+		testcontainers.WithLabels(map[string]string{containerLabel: family, "org.idemkit.idem.pid": strconv.Itoa(os.Getpid())}),
+		testcontainers.WithMounts(testcontainers.VolumeMount(s.volume, testcontainers.ContainerMountTarget(data))),
 	}
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	ctr, err := tcpostgres.Run(ctx, s.image, opts...)
-	s.ctr = ctr
+	var ctr interface {
+		testcontainers.Container
+		ConnectionString(ctx context.Context, args ...string) (string, error)
+	}
+	var err error
+	if family == "postgres" {
+		ctr, err = tcpostgres.Run(ctx, s.image, append(opts,
+			tcpostgres.WithDatabase("idem"), tcpostgres.WithUsername("idem"), tcpostgres.WithPassword("idem"),
+			tcpostgres.BasicWaitStrategies(),
+			testcontainers.WithCmd("postgres", "-c", "fsync=on", "-c", "synchronous_commit=on", "-c", "max_connections=200",
+				"-c", "shared_buffers=1GB"))...)
+	} else {
+		pingDSN := func(host string, port network.Port) string {
+			return fmt.Sprintf("root:idem@tcp(%s)/idem", net.JoinHostPort(host, port.Port()))
+		}
+		ctr, err = tcmysql.Run(ctx, s.image, append(opts,
+			tcmysql.WithUsername("root"), tcmysql.WithPassword("idem"), tcmysql.WithDatabase("idem"),
+			testcontainers.WithCmd("--max-connections=500", "--innodb-buffer-pool-size=1G"),
+			testcontainers.WithWaitStrategyAndDeadline(startTimeout,
+				wait.ForListeningPort("3306/tcp").WithStartupTimeout(startTimeout),
+				wait.ForSQL("3306/tcp", "mysql", pingDSN).WithStartupTimeout(startTimeout).WithPollInterval(250*time.Millisecond),
+			))...)
+	}
+	s.ctr = ctr // a container that failed to start is removed too
 	if err != nil {
 		return s, fmt.Errorf("start %s: %w", s.image, err)
 	}
-	s.dsn, err = ctr.ConnectionString(ctx, "sslmode=disable")
-	return s, err
-}
-
-// startMySQL starts MySQL or MariaDB with its default durability
-// (innodb_flush_log_at_trx_commit=1).
-func startMySQL(ctx context.Context) (*server, error) {
-	if dsn := os.Getenv(envMySQLDSN); dsn != "" {
-		return &server{dsn: dsn}, nil
+	if family == "postgres" {
+		s.dsn, err = ctr.ConnectionString(ctx, "sslmode=disable")
+	} else {
+		s.dsn, err = ctr.ConnectionString(ctx)
 	}
-	s := &server{image: imageFrom(envMySQLImage, defaultMySQLImage), volume: fmt.Sprintf("idem-bench-mysql-%d", os.Getpid())}
-	pingDSN := func(host string, port network.Port) string {
-		return fmt.Sprintf("root:idem@tcp(%s)/idem", net.JoinHostPort(host, port.Port()))
-	}
-	opts := []testcontainers.ContainerCustomizer{
-		tcmysql.WithUsername("root"),
-		tcmysql.WithPassword("idem"),
-		tcmysql.WithDatabase("idem"),
-		testcontainers.WithCmd("--max-connections=500", "--innodb-buffer-pool-size=1G"),
-		testcontainers.WithWaitStrategyAndDeadline(startTimeout,
-			wait.ForListeningPort("3306/tcp").WithStartupTimeout(startTimeout),
-			wait.ForSQL("3306/tcp", "mysql", pingDSN).WithStartupTimeout(startTimeout).WithPollInterval(250*time.Millisecond),
-		),
-		testcontainers.WithLabels(labels("mysql")),
-		testcontainers.WithMounts(testcontainers.VolumeMount(s.volume, "/var/lib/mysql")),
-	}
-	ctx, cancel := context.WithTimeout(ctx, startTimeout)
-	defer cancel()
-	ctr, err := tcmysql.Run(ctx, s.image, opts...)
-	s.ctr = ctr
-	if err != nil {
-		return s, fmt.Errorf("start %s: %w", s.image, err)
-	}
-	s.dsn, err = ctr.ConnectionString(ctx)
 	return s, err
 }
