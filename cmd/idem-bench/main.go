@@ -1,19 +1,18 @@
 // Command idem-bench measures what idem costs next to the write it
 // protects: the same write (BEGIN; INSERT an order; COMMIT) bare, with the
 // plainest record of its key (floor), with the seed's SQL as written
-// (seed) and inside Store.Do, and the paths a retry takes (replay,
-// mismatch, contended). It runs each path at several
-// levels of concurrency in interleaved rounds on SQLite, PostgreSQL (pgx,
-// database/sql, database/sql through a connector that holds BEGIN back) and
-// MySQL or MariaDB, optionally through a proxy that delays every byte on
-// loopback, and prints Markdown tables: throughput (median and spread),
-// latency, round trips and statements per request (decoded from its own
-// sockets), CPU per request of the client and the database container,
-// ratios to the yardsticks, storage per record, claims on tables of up to
-// 10 M records and claims during a purge. -plot draws throughput against
+// (seed) and inside Store.Do, and the paths a retry takes (replay). It runs
+// each path at several levels of concurrency in interleaved rounds on
+// SQLite, PostgreSQL (pgx, database/sql, database/sql through a connector
+// that holds BEGIN back) and MySQL or MariaDB, optionally through a proxy
+// that delays every byte on loopback, and prints Markdown tables:
+// throughput (median and spread), latency, round trips and statements per
+// request (decoded from its own sockets), CPU per request of the client and
+// the database container, ratios to the yardsticks, claims on tables of up
+// to 10 M records and claims during a purge. -plot draws throughput against
 // clients. The README's Performance section shows how the reports in
 // docs/bench were made; docs/bench/alternatives.md records the
-// alternatives to the claim it once measured.
+// measurements it once made.
 //
 // The servers are containers it starts with testcontainers-go (images from
 // IDEM_POSTGRES_IMAGE and IDEM_MYSQL_IMAGE) and removes at the end, or the
@@ -67,7 +66,6 @@ type options struct {
 	mysqlParams string
 	timeout     time.Duration
 	out         string
-	raw         string
 	plot        string
 	plotPaths   []path
 	allowErrors bool
@@ -123,7 +121,6 @@ func main() {
 	flag.StringVar(&o.mysqlParams, "mysql-params", "", "extra go-sql-driver DSN parameters for the mysql backends, e.g. clientFoundRows=true")
 	flag.DurationVar(&o.timeout, "timeout", 4*time.Hour, "bound on the whole run")
 	flag.StringVar(&o.out, "out", "", "also write the report to this file")
-	flag.StringVar(&o.raw, "raw", "", "write every cell (every round) to this CSV file")
 	flag.StringVar(&o.plot, "plot", "", "draw throughput against clients per backend into this PNG file")
 	listVar(&o.plotPaths, "plot-paths", "bare,floor,seed,idem,replay", "paths the plot draws", parsePath)
 	flag.BoolVar(&o.allowErrors, "allow-errors", false, "exit 0 even when cells had failed requests (they are still excluded)")
@@ -255,11 +252,6 @@ func run(ctx context.Context, o options) (err error) {
 		w = io.MultiWriter(os.Stdout, f)
 	}
 	rep.write(w)
-	if o.raw != "" {
-		if rerr := rep.writeRaw(o.raw); rerr != nil {
-			err = errors.Join(err, rerr)
-		}
-	}
 	if o.plot != "" {
 		if perr := rep.plot(o.plot, o.plotPaths); perr != nil {
 			err = errors.Join(err, fmt.Errorf("plot: %w", perr))
@@ -290,7 +282,7 @@ func benchTarget(ctx context.Context, o options, t *target, runID string, rep *r
 		if !o.has(d.name) {
 			continue
 		}
-		if d.keys == freshKeys {
+		if d.of == "" {
 			writes = append(writes, d)
 		} else {
 			others = append(others, d)
@@ -309,7 +301,7 @@ func benchTarget(ctx context.Context, o options, t *target, runID string, rep *r
 				// round: complete some keys with it, unrecorded.
 				of, _ := defOf(d.of)
 				oks := newKeySpace(runID, d.of+"-feed", c, r)
-				cl := measure(ctx, t, c, dur, o.maxOps, ops(t, of, oks, c, keySpace{}, 0))
+				cl := measure(ctx, t, c, dur, o.maxOps, ops(t, of, oks, keySpace{}, 0))
 				prev = completed{oks, cl.outcomes[idem.Won]}
 				done[d.of] = prev
 			}
@@ -318,8 +310,8 @@ func benchTarget(ctx context.Context, o options, t *target, runID string, rep *r
 				return
 			}
 		}
-		cl := measure(ctx, t, c, dur, o.maxOps, ops(t, d, ks, c, prev.keys, prev.n))
-		if d.keys == freshKeys {
+		cl := measure(ctx, t, c, dur, o.maxOps, ops(t, d, ks, prev.keys, prev.n))
+		if d.of == "" {
 			done[d.name] = completed{ks, cl.outcomes[idem.Won]}
 		}
 		if !record {
@@ -419,7 +411,7 @@ func purgeTest(ctx context.Context, o options, t *target, runID string, duty flo
 	def, _ := defOf(pathIdem)
 	claims := func(name string, dur time.Duration, stop *atomic.Bool) *cell {
 		ks := newKeySpace(runID, path(fmt.Sprintf("purge-%s-%g-%d", name, duty, repeat)), o.purgeConc, 0)
-		return measureUntil(ctx, t, o.purgeConc, dur, o.maxOps, ops(t, def, ks, o.purgeConc, keySpace{}, 0), stop)
+		return measureUntil(ctx, t, o.purgeConc, dur, o.maxOps, ops(t, def, ks, keySpace{}, 0), stop)
 	}
 	claims("warm", o.warmup, nil)
 	res.before = claims("before", o.purgeWindow, nil)

@@ -11,28 +11,15 @@ import (
 // sent to the database) and the keys it sends.
 type path string
 
-// keyUse says which keys a path sends.
-type keyUse int
-
-const (
-	// freshKeys: a new key per request.
-	freshKeys keyUse = iota
-	// replayKeys: keys another path completed in the same round, same body.
-	replayKeys
-	// mismatchKeys: those keys with another body.
-	mismatchKeys
-	// contendedKeys: consecutive requests share a key, so all clients race
-	// on the one or two keys being sent at any moment.
-	contendedKeys
-)
-
 // pathDef defines a path.
 type pathDef struct {
 	name   path
 	scheme string // the target's scheme that sends it
-	keys   keyUse
-	of     path // replayKeys, mismatchKeys: the path whose keys it sends
-	about  string
+	// of is the write whose keys, completed in the same round, this path
+	// sends again with the same body; "" for a write (a new key per
+	// request).
+	of    path
+	about string
 }
 
 // Schemes: the ways a request is sent. Every target has every one.
@@ -55,24 +42,20 @@ const (
 	pathReplayRF    path = "replay-rf"
 	pathReplayClaim path = "replay-claim"
 	pathSeedReplay  path = "seed-replay"
-	pathMismatch    path = "mismatch"
-	pathContended   path = "contended"
 )
 
 // pathDefs are every path, writes first (their order rotates each round),
 // then the paths that send keys the writes completed.
 var pathDefs = []pathDef{
-	{pathBare, schemeBare, freshKeys, "", "the user's write alone: BEGIN; INSERT an order; COMMIT, each statement sent as the application sends it"},
-	{pathFloor, schemeFloor, freshKeys, "", "bare plus one plain INSERT of the key into the idem table, sent the way idem sends its own statements (pgx: with COMMIT, through idem's driver; MariaDB: values inlined; SQLite: prepared by idem's driver)"},
-	{pathSeed, schemeSeed, freshKeys, "", "the seed's SQL as written (claim INSERT ... ON CONFLICT DO NOTHING RETURNING, or a plain INSERT and 1062 on MySQL; the order; UPDATE ... SET response; COMMIT), sent the way idem sends its own statements (pgx: BEGIN with the claim, the UPDATE with COMMIT, through idem's driver; MariaDB: values inlined; SQLite: prepared by idem's driver)"},
-	{pathIdem, schemeIdem, freshKeys, "", "the write inside Store.Do"},
-	{pathIdemRF, schemeReadFirst, freshKeys, "", "Store.Do with ReadFirstAlways: a read before the transaction"},
-	{pathReplay, schemeIdem, replayKeys, pathIdem, "keys the idem cell completed, sent again through Store.Do with the default Config.ReadFirst (ReadFirstAuto: it reads first once recent requests were mostly retries)"},
-	{pathReplayRF, schemeReadFirst, replayKeys, pathIdem, "those keys through Store.Do with ReadFirstAlways"},
-	{pathReplayClaim, schemeClaimOnly, replayKeys, pathIdem, "those keys through Store.Do with ReadFirstNever: every replay decided by the claim, in a write transaction"},
-	{pathSeedReplay, schemeSeed, replayKeys, pathSeed, "keys the seed cell completed, sent again through the seed's SQL (the claim finds the key; the record is read in the same transaction)"},
-	{pathMismatch, schemeIdem, mismatchKeys, pathIdem, "keys the idem cell completed, with another body"},
-	{pathContended, schemeIdem, contendedKeys, "", "Store.Do, all clients racing on the one or two keys being sent at any moment"},
+	{pathBare, schemeBare, "", "the user's write alone: BEGIN; INSERT an order; COMMIT, each statement sent as the application sends it"},
+	{pathFloor, schemeFloor, "", "bare plus one plain INSERT of the key into the idem table, sent the way idem sends its own statements (pgx: with COMMIT, through idem's driver; MariaDB: values inlined; SQLite: prepared by idem's driver)"},
+	{pathSeed, schemeSeed, "", "the seed's SQL as written (claim INSERT ... ON CONFLICT DO NOTHING RETURNING, or a plain INSERT and 1062 on MySQL; the order; UPDATE ... SET response; COMMIT), sent the way idem sends its own statements (pgx: BEGIN with the claim, the UPDATE with COMMIT, through idem's driver; MariaDB: values inlined; SQLite: prepared by idem's driver)"},
+	{pathIdem, schemeIdem, "", "the write inside Store.Do"},
+	{pathIdemRF, schemeReadFirst, "", "Store.Do with ReadFirstAlways: a read before the transaction"},
+	{pathReplay, schemeIdem, pathIdem, "keys the idem cell completed, sent again through Store.Do with the default Config.ReadFirst (ReadFirstAuto: it reads first once recent requests were mostly retries)"},
+	{pathReplayRF, schemeReadFirst, pathIdem, "those keys through Store.Do with ReadFirstAlways"},
+	{pathReplayClaim, schemeClaimOnly, pathIdem, "those keys through Store.Do with ReadFirstNever: every replay decided by the claim, in a write transaction"},
+	{pathSeedReplay, schemeSeed, pathSeed, "keys the seed cell completed, sent again through the seed's SQL (the claim finds the key; the record is read in the same transaction)"},
 }
 
 func defOf(p path) (pathDef, bool) {
@@ -93,12 +76,8 @@ func allPathNames() string {
 
 // expected is the outcome a request of p should have.
 func expected(p path) idem.Outcome {
-	d, _ := defOf(p)
-	switch d.keys {
-	case replayKeys:
+	if d, _ := defOf(p); d.of != "" {
 		return idem.Replay
-	case mismatchKeys:
-		return idem.Mismatch
 	}
 	return idem.Won
 }

@@ -1,13 +1,10 @@
 package main
 
 import (
-	"encoding/csv"
 	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -228,7 +225,7 @@ func (r *report) write(w io.Writer) {
 func outcomes(s *summary) string {
 	var parts []string
 	for _, o := range []idem.Outcome{idem.Won, idem.Replay, idem.Mismatch, idem.InFlight} {
-		if n := s.outcomes[o]; n > 0 && (s.path == pathContended || o != expected(s.path)) {
+		if n := s.outcomes[o]; n > 0 && o != expected(s.path) {
 			parts = append(parts, fmt.Sprintf("%s %d", o, n))
 		}
 	}
@@ -406,35 +403,4 @@ func (r *report) writePurges(w io.Writer) {
 		}
 	}
 	fmt.Fprintf(w, "\n%s\n", strings.Join(groups, ""))
-}
-
-// writeRaw writes every cell, every round, as CSV.
-func (r *report) writeRaw(name string) error {
-	f, err := os.Create(name)
-	if err != nil {
-		return err
-	}
-	cw := csv.NewWriter(f)
-	_ = cw.Write([]string{"backend", "clients", "path", "round", "ok", "failed", "seconds", "req_per_s", "p50_ms", "p99_ms",
-		"round_trips", "statements", "prepares", "cpu_client_us", "cpu_db_us", "won", "replay", "mismatch", "in_flight", "first_error"})
-	f64 := func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
-	for _, c := range r.cells {
-		errText := ""
-		if c.firstErr != nil {
-			errText = c.firstErr.Error()
-		}
-		_ = cw.Write([]string{c.target, strconv.Itoa(c.clients), string(c.path), strconv.Itoa(c.round),
-			strconv.FormatInt(c.ops, 10), strconv.FormatInt(c.errors, 10), f64(c.elapsed.Seconds()), f64(c.throughput()),
-			f64(ms(c.percentile(.5))), f64(ms(c.percentile(.99))),
-			strconv.FormatInt(c.wire.roundTrips, 10), strconv.FormatInt(c.wire.statements, 10), strconv.FormatInt(c.wire.prepares, 10),
-			f64(usPerOp(c.clientCPU, 1)), f64(usPerOp(c.serverCPU, 1)),
-			strconv.FormatInt(c.outcomes[idem.Won], 10), strconv.FormatInt(c.outcomes[idem.Replay], 10),
-			strconv.FormatInt(c.outcomes[idem.Mismatch], 10), strconv.FormatInt(c.outcomes[idem.InFlight], 10), errText})
-	}
-	cw.Flush()
-	if err := cw.Error(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }

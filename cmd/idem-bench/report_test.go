@@ -61,17 +61,6 @@ func TestReportRatiosAndExclusions(t *testing.T) {
 	if !strings.Contains(out, "| sqlite | 1 | bare | 906 | 4% |") {
 		t.Errorf("report lacks the spread of the rounds:\n%s", out)
 	}
-	csvFile := filepath.Join(t.TempDir(), "cells.csv")
-	if err := r.writeRaw(csvFile); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile(csvFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if lines := strings.Count(string(raw), "\n"); lines != 1+len(r.cells) {
-		t.Errorf("CSV has %d lines, want a header and %d cells", lines, len(r.cells))
-	}
 }
 
 func TestPlotDrawsAPanelPerBackend(t *testing.T) {

@@ -69,11 +69,11 @@ func scaleTest(ctx context.Context, o options, t *target, runID string) ([]*scal
 		if err := t.settle(ctx, table); err != nil {
 			return out, fmt.Errorf("settle: %w", err)
 		}
-		def := pathDef{name: path(fmt.Sprintf("scale-%d", n)), scheme: schemeIdem, keys: freshKeys}
+		def := pathDef{name: path(fmt.Sprintf("scale-%d", n)), scheme: schemeIdem}
 		withStore := *t
 		withStore.schemes = map[string]scheme{schemeIdem: send}
-		measure(ctx, &withStore, o.scaleConc, o.warmup, o.maxOps, ops(&withStore, def, newKeySpace(runID, def.name+"-warm", o.scaleConc, 0), o.scaleConc, keySpace{}, 0))
-		res.claims = measure(ctx, &withStore, o.scaleConc, o.scaleWindow, o.maxOps, ops(&withStore, def, newKeySpace(runID, def.name, o.scaleConc, 0), o.scaleConc, keySpace{}, 0))
+		measure(ctx, &withStore, o.scaleConc, o.warmup, o.maxOps, ops(&withStore, def, newKeySpace(runID, def.name+"-warm", o.scaleConc, 0), keySpace{}, 0))
+		res.claims = measure(ctx, &withStore, o.scaleConc, o.scaleWindow, o.maxOps, ops(&withStore, def, newKeySpace(runID, def.name, o.scaleConc, 0), keySpace{}, 0))
 		res.claims.path = def.name
 		logf("%s: %d records: claims %8.0f/s p50 %.2fms p99 %.2fms errors %d", t.name, res.loaded, res.claims.throughput(),
 			ms(res.claims.percentile(.5)), ms(res.claims.percentile(.99)), res.claims.errors)

@@ -170,29 +170,17 @@ func request(k keySpace, i int64, variant string) idem.Request {
 }
 
 // ops returns the request function of path d on target t: its scheme,
-// given the keys of the cell (ks) and, for replays and mismatches, the key
-// space and count of the cell whose completed keys it sends again.
-func ops(t *target, d pathDef, ks keySpace, clients int, done keySpace, doneN int64) op {
+// given the keys of the cell (ks) and, for replays, the key space and count
+// of the cell whose completed keys it sends again.
+func ops(t *target, d pathDef, ks keySpace, done keySpace, doneN int64) op {
 	send := t.schemes[d.scheme]
 	if send == nil {
 		panic(fmt.Sprintf("target %s has no scheme %q", t.name, d.scheme))
 	}
-	switch d.keys {
-	case replayKeys, mismatchKeys:
-		variant := ""
-		if d.keys == mismatchKeys {
-			variant = `,"changed":true`
-		}
+	if d.of != "" {
 		return func(ctx context.Context, i int64) (idem.Outcome, error) {
 			j := i % max(doneN, 1)
-			return send(ctx, request(done, j, variant), j)
-		}
-	case contendedKeys:
-		// Consecutive requests share a key, so all clients race on the
-		// one or two keys being sent at any moment.
-		return func(ctx context.Context, i int64) (idem.Outcome, error) {
-			g := i / int64(clients)
-			return send(ctx, request(ks, g, ""), g)
+			return send(ctx, request(done, j, ""), j)
 		}
 	}
 	return func(ctx context.Context, i int64) (idem.Outcome, error) { return send(ctx, request(ks, i, ""), i) }
