@@ -200,13 +200,6 @@ func (s *server) terminate() error {
 	return err
 }
 
-func imageFrom(env, def string) string {
-	if v := os.Getenv(env); v != "" {
-		return v
-	}
-	return def
-}
-
 // start starts a server of family: PostgreSQL with durable commits (the
 // testcontainers module turns fsync off by default; the benchmark measures
 // with it on), MySQL or MariaDB with its default durability
@@ -220,7 +213,10 @@ func start(ctx context.Context, family string) (*server, error) {
 	if dsn := os.Getenv(envDSN); dsn != "" {
 		return &server{dsn: dsn}, nil
 	}
-	s := &server{image: imageFrom(envImage, image), volume: fmt.Sprintf("idem-bench-%s-%d", family, os.Getpid())}
+	if v := os.Getenv(envImage); v != "" {
+		image = v
+	}
+	s := &server{image: image, volume: fmt.Sprintf("idem-bench-%s-%d", family, os.Getpid())}
 	opts := []testcontainers.ContainerCustomizer{
 		testcontainers.WithLabels(map[string]string{containerLabel: family, "org.idemkit.idem.pid": strconv.Itoa(os.Getpid())}),
 		testcontainers.WithMounts(testcontainers.VolumeMount(s.volume, testcontainers.ContainerMountTarget(data))),

@@ -72,7 +72,7 @@ func newMySQLTarget(dsn, params, prefix string, conns int, via *delayProxy) (*ta
 	if params != "" {
 		name += "?" + params
 	}
-	t, err := newTarget(name, "mysql", prefix, w, sqlExec(db), mysqlOrders, mysqlFill, func() { db.Close() })
+	t, err := newTarget(name, prefix, w, sqlExec(db), mysqlOrders, mysqlFill, func() { db.Close() })
 	if err != nil {
 		return nil, err
 	}

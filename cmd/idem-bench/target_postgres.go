@@ -71,7 +71,7 @@ func newPgxTarget(dsn, prefix string, conns int, via *delayProxy) (*target, erro
 		_, err := pool.Exec(ctx, s, args...)
 		return err
 	}
-	t, err := newTarget("postgres/pgx", "postgres", prefix, w, exec, postgresOrders, postgresFill, pool.Close)
+	t, err := newTarget("postgres/pgx", prefix, w, exec, postgresOrders, postgresFill, pool.Close)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +111,7 @@ func newPgSQLTarget(dsn, prefix string, conns int, via *delayProxy, lazy bool) (
 	}
 	db.SetMaxOpenConns(conns)
 	db.SetMaxIdleConns(conns)
-	t, err := newTarget(name, "postgres", prefix, w, sqlExec(db), postgresOrders, postgresFill, func() { db.Close() })
+	t, err := newTarget(name, prefix, w, sqlExec(db), postgresOrders, postgresFill, func() { db.Close() })
 	if err != nil {
 		return nil, err
 	}

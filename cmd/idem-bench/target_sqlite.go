@@ -46,7 +46,7 @@ func newSQLiteTarget(dir string, conns int) (*target, error) {
 		db.Close()
 		return nil, err
 	}
-	t, err := newTarget("sqlite", "sqlite", "bench_sqlite", w, sqlExec(db), sqliteOrders, sqliteFill, func() { db.Close(); _ = os.RemoveAll(dir) })
+	t, err := newTarget("sqlite", "bench_sqlite", w, sqlExec(db), sqliteOrders, sqliteFill, func() { db.Close(); _ = os.RemoveAll(dir) })
 	if err != nil {
 		return nil, err
 	}

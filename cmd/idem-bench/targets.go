@@ -16,8 +16,7 @@ import (
 // schemes: bare, floor, seed and idem), and what the report needs to know
 // about the database.
 type target struct {
-	name   string // "postgres/pgx"
-	family string // "postgres", "mysql", "sqlite"
+	name string // "postgres/pgx"
 	// backend is the -backends name that made it ("pgx", "mysql+delay").
 	backend string
 	server  string // version and durability settings
@@ -150,9 +149,9 @@ type execFunc func(ctx context.Context, query string, args ...any) error
 // user's order table (ordersDDL, formatted with its name) afresh, sets
 // drop, ping, exec and fillSQL, and its close drops what the run made before
 // it calls release. On an error it calls release.
-func newTarget(name, family, prefix string, w *wireStats, exec execFunc, ordersDDL, fillSQL string, release func()) (*target, error) {
+func newTarget(name, prefix string, w *wireStats, exec execFunc, ordersDDL, fillSQL string, release func()) (*target, error) {
 	keys, orders := prefix+"_keys", prefix+"_orders"
-	t := &target{name: name, family: family, wire: w, keys: keys, orders: orders, schemes: map[string]scheme{},
+	t := &target{name: name, wire: w, keys: keys, orders: orders, schemes: map[string]scheme{},
 		exec: exec, fillSQL: fillSQL}
 	t.drop = func(ctx context.Context, tables ...string) error {
 		for _, tbl := range tables {
