@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"sort"
 	"strconv"
 	"strings"
 	"text/template"
@@ -23,7 +24,11 @@ import (
 // underscores); a name may occur several times. Everything else keeps its
 // meaning: "@@name" passes unchanged (MySQL's system variables), as does an
 // "@" not followed by a name byte (PostgreSQL's @> and <@, MySQL's quoted
-// user variables such as @`saved`), and text inside quotes or comments.
+// user variables such as @`saved`), an "@" right after a name byte
+// (user@host), and text inside quotes or comments. Hand-written positional
+// placeholders ($1, ?) and dollar-quoted strings are refused. Quotes end at
+// the next quote of their kind ('' inside works); backslash escapes and
+// MySQL's # comments are not understood, so the catalogs do not use them.
 
 // Placeholder is how a backend writes a positional parameter.
 type Placeholder int
@@ -124,7 +129,13 @@ func Compile(name, text string, p Placeholder) (Query, error) {
 			}
 			b.WriteString(text[i:j])
 			i = j
-		case c == '@' && i+1 < len(text) && isParamByte(text[i+1]):
+		case c == '$' && i+1 < len(text) && (text[i+1] == '$' || text[i+1] >= '0' && text[i+1] <= '9'),
+			c == '?':
+			// A positional placeholder written by hand would collide with
+			// the numbered ones, and a dollar-quoted string would hide
+			// parameters this scanner cannot see: both are refused.
+			return Query{}, fmt.Errorf("%w: statement %q: %q at byte %d: write parameters as @name (and no dollar quoting)", ErrInvalidConfig, name, text[i:min(i+2, len(text))], i)
+		case c == '@' && i+1 < len(text) && isParamByte(text[i+1]) && (i == 0 || !isParamByte(text[i-1])):
 			j := i + 1
 			for j < len(text) && isParamByte(text[j]) {
 				j++
@@ -158,14 +169,13 @@ func isParamByte(c byte) bool {
 }
 
 // LoadQueries renders the catalog in dir of fsys for t and compiles every
-// statement to p's placeholders. funcs, which may be nil, are template
-// functions a backend adds for the parts that vary.
-func LoadQueries(fsys fs.FS, dir string, t Table, p Placeholder, funcs template.FuncMap) (map[string]Query, error) {
+// statement to p's placeholders.
+func LoadQueries(fsys fs.FS, dir string, t Table, p Placeholder) (map[string]Query, error) {
 	files, err := fs.Glob(fsys, path.Join(dir, "*.sql"))
 	if err != nil || len(files) == 0 {
 		return nil, fmt.Errorf("%w: no statements in %s: %v", ErrInvalidConfig, dir, err)
 	}
-	set := template.New(dir).Option("missingkey=error").Funcs(funcs)
+	set := template.New(dir).Option("missingkey=error")
 	for _, f := range files {
 		text, err := fs.ReadFile(fsys, f)
 		if err != nil {
@@ -197,10 +207,49 @@ func LoadQueries(fsys fs.FS, dir string, t Table, p Placeholder, funcs template.
 
 // MustLoadQueries is LoadQueries for a catalog embedded in the backend,
 // where an error is a bug in its files: it panics.
-func MustLoadQueries(fsys fs.FS, dir string, t Table, p Placeholder, funcs template.FuncMap) map[string]Query {
-	q, err := LoadQueries(fsys, dir, t, p, funcs)
+func MustLoadQueries(fsys fs.FS, dir string, t Table, p Placeholder) map[string]Query {
+	q, err := LoadQueries(fsys, dir, t, p)
 	if err != nil {
 		panic(err)
 	}
 	return q
+}
+
+// Catalog hands out a loaded catalog's statements by name, so that a
+// backend's newStatements takes each one once and learns of a file nothing
+// runs. Its panics are bugs in the backend's own files.
+type Catalog struct {
+	backend string
+	queries map[string]Query
+	taken   map[string]bool
+}
+
+// NewCatalog wraps queries (from LoadQueries) of the named backend.
+func NewCatalog(backend string, queries map[string]Query) *Catalog {
+	return &Catalog{backend: backend, queries: queries, taken: map[string]bool{}}
+}
+
+// Take returns the statement name; it panics when the catalog has none.
+func (c *Catalog) Take(name string) Query {
+	q, ok := c.queries[name]
+	if !ok {
+		panic(fmt.Sprintf("%s: no statement queries/%s.sql", c.backend, name))
+	}
+	c.taken[name] = true
+	return q
+}
+
+// Done panics when a statement of the catalog was never taken: a file
+// that nothing runs is a statement that silently went out of use.
+func (c *Catalog) Done() {
+	var unused []string
+	for name := range c.queries {
+		if !c.taken[name] {
+			unused = append(unused, name)
+		}
+	}
+	if len(unused) > 0 {
+		sort.Strings(unused)
+		panic(fmt.Sprintf("%s: statements in queries/ that nothing runs: %s", c.backend, strings.Join(unused, ", ")))
+	}
 }

@@ -26,6 +26,8 @@ func TestCompile(t *testing.T) {
 		{"strings and comments", "SELECT '@a', \"@b\" -- @c\n/* @d */ FROM t WHERE x = @e", dialect.Question,
 			"SELECT '@a', \"@b\" -- @c\n/* @d */ FROM t WHERE x = ?", []string{"e"}},
 		{"no parameters", "SELECT 1", dialect.Dollar, "SELECT 1", nil},
+		{"an @ after a name byte", "GRANT x TO root@localhost, @who", dialect.Question, "GRANT x TO root@localhost, ?", []string{"who"}},
+		{"doubled quotes", "SELECT 'it''s @a', @b", dialect.Question, "SELECT 'it''s @a', ?", []string{"b"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			q, err := dialect.Compile(c.name, c.text, c.p)
@@ -37,7 +39,7 @@ func TestCompile(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []string{"SELECT 'open", "SELECT /* open"} {
+	for _, bad := range []string{"SELECT 'open", "SELECT /* open", "SELECT $1, @a", "SELECT ?, @a", "SELECT $$ @a $$"} {
 		if _, err := dialect.Compile("bad", bad, dialect.Dollar); !errors.Is(err, dialect.ErrInvalidConfig) {
 			t.Errorf("Compile(%q) = %v, want ErrInvalidConfig", bad, err)
 		}
@@ -74,14 +76,38 @@ func TestLoadQueries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	qs, err := dialect.LoadQueries(fsys, "q", tbl, dialect.Dollar, nil)
+	qs, err := dialect.LoadQueries(fsys, "q", tbl, dialect.Dollar)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(qs) != 1 || qs["read"].SQL != "SELECT scope, idem_key FROM \"keys\"\nWHERE scope = $1 AND idem_key = $2" {
 		t.Fatalf("LoadQueries = %#v", qs)
 	}
-	if _, err := dialect.LoadQueries(fsys, "none", tbl, dialect.Dollar, nil); !errors.Is(err, dialect.ErrInvalidConfig) {
+	if _, err := dialect.LoadQueries(fsys, "none", tbl, dialect.Dollar); !errors.Is(err, dialect.ErrInvalidConfig) {
 		t.Fatalf("an empty catalog: %v, want ErrInvalidConfig", err)
 	}
+}
+
+func TestCatalog(t *testing.T) {
+	q, err := dialect.Compile("a", "SELECT 1", dialect.Dollar)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustPanic := func(what string, f func()) {
+		t.Helper()
+		defer func() {
+			if recover() == nil {
+				t.Errorf("%s did not panic", what)
+			}
+		}()
+		f()
+	}
+	c := dialect.NewCatalog("test", map[string]dialect.Query{"a": q, "b": q})
+	if got := c.Take("a"); got.SQL != "SELECT 1" {
+		t.Fatalf("Take = %q", got.SQL)
+	}
+	mustPanic("Take of a missing statement", func() { c.Take("missing") })
+	mustPanic("Done with b never taken", c.Done)
+	c.Take("b")
+	c.Done()
 }

@@ -119,16 +119,10 @@ func prefixed(prefix string, q dialect.Query) dialect.Query {
 }
 
 func newStatements(t dialect.Table) *statements {
-	q := dialect.MustLoadQueries(queries, "queries", t, dialect.Question, nil)
-	get := func(name string) dialect.Query {
-		s, ok := q[name]
-		if !ok {
-			panic("mysql: no statement queries/" + name + ".sql")
-		}
-		return s
-	}
+	catalog := dialect.NewCatalog("mysql", dialect.MustLoadQueries(queries, "queries", t, dialect.Question))
+	get := catalog.Take
 	read := get("read")
-	return &statements{
+	s := &statements{
 		quoted: "`" + t.Name() + "`",
 		schema: dialect.Schema{
 			Migrations:         dialect.MustLoadMigrations(migrations, "migrations", t),
@@ -166,6 +160,8 @@ func newStatements(t dialect.Table) *statements {
 			expired:     get("lease_expired"),
 		},
 	}
+	catalog.Done()
+	return s
 }
 
 // leaseStatements are lease mode's statements (queries/lease_*.sql). Every

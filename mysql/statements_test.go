@@ -63,7 +63,7 @@ func TestAdminPartsMatchCatalog(t *testing.T) {
 	q, err := dialect.LoadQueries(fstest.MapFS{
 		"q/_parts.sql": {Data: parts},
 		"q/x.sql":      {Data: []byte(`{{template "now"}} {{template "micros" "created_at"}}`)},
-	}, "q", table, dialect.Question, nil)
+	}, "q", table, dialect.Question)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestAdminPartsMatchCatalog(t *testing.T) {
 // RecordVersion's version and name by position.
 func TestSchemaStatements(t *testing.T) {
 	table, _ := dialect.NewTable("t")
-	q := dialect.MustLoadQueries(queries, "queries", table, dialect.Question, nil)
+	q := dialect.MustLoadQueries(queries, "queries", table, dialect.Question)
 	for name, params := range map[string][]string{
 		"schema_lock": nil, "schema_unlock": nil, "schema_create_version_table": nil, "schema_read_version": nil,
 		"schema_record_version": {"version", "name"},
@@ -98,7 +98,7 @@ func TestSchemaStatements(t *testing.T) {
 // ErrInvalidConfig before anything is sent.
 func TestCatalogBoundByCallSites(t *testing.T) {
 	table, _ := dialect.NewTable("t")
-	catalog := dialect.MustLoadQueries(queries, "queries", table, dialect.Question, nil)
+	catalog := dialect.MustLoadQueries(queries, "queries", table, dialect.Question)
 	now := time.UnixMicro(1_700_000_000_000_000)
 	us := now.UnixMicro()
 	record := func(expires int64) []any {

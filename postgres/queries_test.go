@@ -25,7 +25,7 @@ func TestCatalog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	catalog, err := dialect.LoadQueries(queriesFS, "queries", tbl, dialect.Dollar, nil)
+	catalog, err := dialect.LoadQueries(queriesFS, "queries", tbl, dialect.Dollar)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,16 +52,8 @@ SELECT count(*) FROM gone`
 // newStatements loads the catalog for t. Every statement of it has a field;
 // a file without one is a bug in this package.
 func newStatements(t dialect.Table) *statements {
-	catalog := dialect.MustLoadQueries(queriesFS, "queries", t, dialect.Dollar, nil)
-	used := map[string]bool{}
-	q := func(name string) dialect.Query {
-		s, ok := catalog[name]
-		if !ok {
-			panic("postgres: no statement " + name + " in queries/")
-		}
-		used[name] = true
-		return s
-	}
+	catalog := dialect.NewCatalog("postgres", dialect.MustLoadQueries(queriesFS, "queries", t, dialect.Dollar))
+	q := catalog.Take
 	s := &statements{
 		schema: dialect.Schema{
 			Migrations:         dialect.MustLoadMigrations(migrations, "migrations", t),
@@ -94,11 +86,7 @@ func newStatements(t dialect.Table) *statements {
 			expired:     q("lease_expired"),
 		},
 	}
-	for name := range catalog {
-		if !used[name] {
-			panic("postgres: statement queries/" + name + ".sql is never used")
-		}
-	}
+	catalog.Done()
 	return s
 }
 

@@ -84,7 +84,7 @@ func TestQueriesBoundByName(t *testing.T) {
 		}
 	}
 
-	catalog := dialect.MustLoadQueries(queries, "queries", tbl, dialect.Question, nil)
+	catalog := dialect.MustLoadQueries(queries, "queries", tbl, dialect.Question)
 	for name, q := range map[string]dialect.Query{
 		"claim": s.claim, "complete": s.complete, "read": s.read, "purge": s.purge, "raise_floor": s.raiseFloor,
 		"lease_insert": s.lease.insert, "lease_take_expired": s.lease.takeExpired, "lease_resume": s.lease.resume,
@@ -116,9 +116,32 @@ func TestQueriesBoundByName(t *testing.T) {
 			t.Errorf("%s (@%v) ran with %v, want %v", name, q.Params(), got, expected)
 		}
 	}
+	// The schema's statements run through dialect.Migrate, which binds
+	// RecordVersion by position: @version, then @name.
+	for name, sqlText := range map[string]string{
+		"schema_create_version_table": s.schema.CreateVersionTable,
+		"schema_read_version":         s.schema.ReadVersion,
+		"schema_record_version":       s.schema.RecordVersion,
+	} {
+		if sqlText != catalog[name].SQL {
+			t.Errorf("Schema's %s is not queries/%s.sql", name, name)
+		}
+		delete(catalog, name)
+	}
+	if got := recordedParams(t, "schema_record_version"); !reflect.DeepEqual(got, []string{"version", "name"}) {
+		t.Errorf("schema_record_version takes @%v, want @version then @name (Migrate binds them by position)", got)
+	}
 	for name := range catalog {
 		t.Errorf("queries/%s.sql: not checked here", name)
 	}
+}
+
+func recordedParams(t *testing.T, name string) []string {
+	tbl, err := dialect.NewTable("t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dialect.MustLoadQueries(queries, "queries", tbl, dialect.Question)[name].Params()
 }
 
 // dialectBug reports whether err is a binding error rather than the
@@ -193,7 +216,7 @@ func TestQueriesPrepared(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, q := range dialect.MustLoadQueries(queries, "queries", tbl, dialect.Question, nil) {
+	for name, q := range dialect.MustLoadQueries(queries, "queries", tbl, dialect.Question) {
 		s, err := db.PrepareContext(ctx, q.SQL)
 		if err != nil {
 			t.Errorf("%s does not prepare: %v\n%s", name, err, q.SQL)

@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"embed"
 	"fmt"
-	"maps"
-	"slices"
 
 	"github.com/idemkit/idem/dialect"
 )
@@ -46,27 +44,15 @@ const dbNow = `CAST(unixepoch('subsec') * 1000000 AS INTEGER)`
 func now(param string) string { return fmt.Sprintf("COALESCE(%s, %s)", param, dbNow) }
 
 func newStatements(t dialect.Table) *statements {
-	catalog := dialect.MustLoadQueries(queries, "queries", t, dialect.Question, nil)
-	take := func(name string) dialect.Query {
-		q, ok := catalog[name]
-		if !ok {
-			panic(fmt.Sprintf("sqlite: no statement %q in queries/", name))
-		}
-		delete(catalog, name)
-		return q
-	}
-	versions := `"` + t.Index("schema") + `"`
+	catalog := dialect.NewCatalog("sqlite", dialect.MustLoadQueries(queries, "queries", t, dialect.Question))
+	take := catalog.Take
 	s := &statements{
 		schema: dialect.Schema{
-			Migrations: dialect.MustLoadMigrations(migrations, "migrations", t),
-			// BEGIN IMMEDIATE already serialises writers, migrations included.
-			CreateVersionTable: `CREATE TABLE IF NOT EXISTS ` + versions + ` (
-	version    INTEGER PRIMARY KEY,
-	name       TEXT    NOT NULL,
-	applied_at INTEGER NOT NULL
-)`,
-			ReadVersion:   `SELECT MAX(version) FROM ` + versions,
-			RecordVersion: `INSERT INTO ` + versions + ` (version, name, applied_at) VALUES (?1, ?2, ` + dbNow + `)`,
+			Migrations:         dialect.MustLoadMigrations(migrations, "migrations", t),
+			CreateVersionTable: take("schema_create_version_table").SQL,
+			ReadVersion:        take("schema_read_version").SQL,
+			// Positional: @version, then @name.
+			RecordVersion: take("schema_record_version").SQL,
 		},
 		claim:      take("claim"),
 		complete:   take("complete"),
@@ -84,9 +70,7 @@ func newStatements(t dialect.Table) *statements {
 			expired:     take("lease_expired"),
 		},
 	}
-	if len(catalog) > 0 {
-		panic(fmt.Sprintf("sqlite: statements in queries/ that nothing runs: %v", slices.Sorted(maps.Keys(catalog))))
-	}
+	catalog.Done()
 	return s
 }
 

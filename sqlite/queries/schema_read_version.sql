@@ -1,0 +1,1 @@
+SELECT MAX(version) FROM "{{.Index "schema"}}"
