@@ -13,12 +13,15 @@ import (
 
 var _ dialect.Admin = (*postgresDialect)(nil)
 
+// adminNow is queries/_parts.sql's "now" with squirrel's ? placeholder.
+const adminNow = `COALESCE(?::timestamptz, statement_timestamp())`
+
 var adminSQL = dialect.AdminSQL{
 	Name:         "postgres",
 	Placeholders: dialect.Dollar,
 	Quote:        func(name string) string { return `"` + name + `"` },
-	Now:          `COALESCE(?::timestamptz, statement_timestamp())`,
-	Ago:          `COALESCE(?::timestamptz, statement_timestamp()) - ?::bigint * interval '1 microsecond'`,
+	Now:          adminNow,
+	Ago:          adminNow + ` - ?::bigint * interval '1 microsecond'`,
 	Length:       func(col string) string { return `octet_length(` + col + `)` },
 }
 
