@@ -253,3 +253,38 @@ func (c *Catalog) Done() {
 		panic(fmt.Sprintf("%s: statements in queries/ that nothing runs: %s", c.backend, strings.Join(unused, ", ")))
 	}
 }
+
+// MustCompilePart compiles text, which uses the shared parts of the catalog
+// in dir ({{template "now"}}), with p's placeholders. It is for the SQL a
+// backend builds in Go (the admin view's filters, with squirrel's ?), so
+// that it says what the catalog says instead of a copy. The parts are
+// rendered without a table: text must not need one. It panics on an error,
+// a bug in the backend's own files.
+func MustCompilePart(fsys fs.FS, dir, text string, p Placeholder) string {
+	parts, err := fs.Glob(fsys, path.Join(dir, "_*.sql"))
+	if err != nil || len(parts) == 0 {
+		panic(fmt.Sprintf("no shared parts in %s: %v", dir, err))
+	}
+	set := template.New("part").Option("missingkey=error")
+	for _, f := range parts {
+		b, err := fs.ReadFile(fsys, f)
+		if err != nil {
+			panic(err)
+		}
+		if _, err := set.New(path.Base(f)).Parse(string(b)); err != nil {
+			panic(fmt.Sprintf("parse %s: %v", f, err))
+		}
+	}
+	if _, err := set.New("text").Parse(text); err != nil {
+		panic(fmt.Sprintf("parse %q: %v", text, err))
+	}
+	var b strings.Builder
+	if err := set.ExecuteTemplate(&b, "text", Table{}); err != nil {
+		panic(fmt.Sprintf("render %q with %s's parts: %v", text, dir, err))
+	}
+	q, err := Compile("part", b.String(), p)
+	if err != nil {
+		panic(err)
+	}
+	return q.SQL
+}

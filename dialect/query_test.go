@@ -111,3 +111,19 @@ func TestCatalog(t *testing.T) {
 	c.Take("b")
 	c.Done()
 }
+
+func TestMustCompilePart(t *testing.T) {
+	fsys := fstest.MapFS{
+		"q/_parts.sql": {Data: []byte(`{{define "now"}}COALESCE(@now, now()){{end}}`)},
+		"q/read.sql":   {Data: []byte(`SELECT 1`)},
+	}
+	if got := dialect.MustCompilePart(fsys, "q", `{{template "now"}} - @age`, dialect.Question); got != "COALESCE(?, now()) - ?" {
+		t.Fatalf("MustCompilePart = %q", got)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a part the catalog lacks did not panic")
+		}
+	}()
+	dialect.MustCompilePart(fsys, "q", `{{template "missing"}}`, dialect.Question)
+}

@@ -22,9 +22,9 @@ var migrations embed.FS
 var queries embed.FS
 
 // now is the store's clock (a Unix-microseconds parameter, ?) or, when that
-// is NULL, the database's: the "now" part of queries/_parts.sql, for the
-// admin statements built with squirrel.
-const now = `COALESCE(CAST('1970-01-01 00:00:00' AS DATETIME(6)) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6))`
+// is NULL, the database's: queries/_parts.sql's "now", for the admin
+// statements built with squirrel.
+var now = dialect.MustCompilePart(queries, "queries", `{{template "now"}}`, dialect.Question)
 
 // micros selects a DATETIME(6) column as Unix microseconds: the "micros"
 // part of queries/_parts.sql, for the admin statements.

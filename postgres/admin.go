@@ -14,7 +14,7 @@ import (
 var _ dialect.Admin = (*postgresDialect)(nil)
 
 // adminNow is queries/_parts.sql's "now" with squirrel's ? placeholder.
-const adminNow = `COALESCE(?::timestamptz, statement_timestamp())`
+var adminNow = dialect.MustCompilePart(queriesFS, "queries", `{{template "now"}}`, dialect.Question)
 
 var adminSQL = dialect.AdminSQL{
 	Name:         "postgres",

@@ -12,12 +12,15 @@ import (
 
 var _ dialect.Admin = (*sqliteDialect)(nil)
 
+// adminNow is queries/_parts.sql's "now" with squirrel's ? placeholder.
+var adminNow = dialect.MustCompilePart(queries, "queries", `{{template "now"}}`, dialect.Question)
+
 var adminSQL = dialect.AdminSQL{
 	Name:         "sqlite",
 	Placeholders: dialect.Question,
 	Quote:        func(name string) string { return `"` + name + `"` },
-	Now:          now("?"),
-	Ago:          now("?") + ` - ?`,
+	Now:          adminNow,
+	Ago:          adminNow + ` - ?`,
 	// length counts a TEXT value's characters; a BLOB's are its bytes.
 	Length: func(col string) string { return `length(CAST(` + col + ` AS BLOB))` },
 	Micros: func(col string) string { return col },

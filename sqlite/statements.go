@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"embed"
-	"fmt"
 
 	"github.com/idemkit/idem/dialect"
 )
@@ -38,10 +37,6 @@ type leaseStatements struct {
 // dbNow is SQLite's clock in Unix microseconds. SQLite keeps 'now' fixed
 // for the whole of one statement.
 const dbNow = `CAST(unixepoch('subsec') * 1000000 AS INTEGER)`
-
-// now is the store's clock from a parameter, or the database's when NULL
-// (queries/_parts.sql's "now", for the statements built in Go).
-func now(param string) string { return fmt.Sprintf("COALESCE(%s, %s)", param, dbNow) }
 
 func newStatements(t dialect.Table) *statements {
 	catalog := dialect.NewCatalog("sqlite", dialect.MustLoadQueries(queries, "queries", t, dialect.Question))
