@@ -209,7 +209,7 @@ func ExampleStore_Purge() {
 			log.Fatal(err)
 		}
 	}
-	now = now.Add(time.Hour) // the window has passed
+	now = now.Add(time.Hour + idem.ExpiryGrace(time.Hour)) // the window and its grace have passed
 	res, err := store.Purge(ctx)
 	if err != nil {
 		log.Fatal(err)

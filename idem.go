@@ -46,11 +46,12 @@ type Config struct {
 	// Table is the table name: ASCII letters, digits and '_', not starting
 	// with a digit, at most dialect.MaxIdentifier characters.
 	Table string
-	// Retention is how long a record lives: from its claim while it is in
-	// flight, and from its completion once completed, so a winner slower
-	// than the retention is never overtaken by a retry that waited for it.
-	// A claim of an expired key takes it over: the work is done again. It
-	// must be longer than WaitBound.
+	// Retention is how long a record lives at least: from its claim while
+	// it is in flight, and from its completion once completed, so a winner
+	// slower than the retention is never overtaken by a retry that waited
+	// for it. A claim of an expired key takes it over: the work is done
+	// again. It must be longer than WaitBound. A record of Do or Claim may
+	// live up to ExpiryGrace(Retention) longer (see ExpiryGrace).
 	Retention time.Duration
 	// WaitBound is how long a claim may wait for a transaction holding the
 	// same key (on SQLite: holding the database) before it reports InFlight.
@@ -137,6 +138,19 @@ func DefaultStoreStatus(status int) bool {
 		return false
 	}
 	return true
+}
+
+// ExpiryGrace is how far beyond retention a claim sets its record's expiry:
+// a tenth of it, at most a minute. A completion within the grace leaves the
+// expiry where the claim put it, which still keeps the record the whole
+// retention after its completion, so the completion changes no indexed
+// column: PostgreSQL keeps the update HOT, InnoDB leaves the expiry index
+// alone, SQLite does not rewrite it. Only work that runs past the grace
+// moves the expiry to its completion plus the retention. A completed record
+// therefore lives at least the retention and at most the retention plus
+// the grace; Store.Purge deletes it after that.
+func ExpiryGrace(retention time.Duration) time.Duration {
+	return max(min(retention/10, time.Minute), 0)
 }
 
 // leaseFits checks Lease against Retention and WaitBound. Store.New
@@ -401,7 +415,7 @@ func (c *core) claim(ctx context.Context, q dialect.Queryer, req Request) (*Clai
 		Key:         req.Key,
 		Fingerprint: req.Fingerprint[:],
 		Now:         c.now(),
-		Retention:   c.cfg.Retention,
+		Retention:   c.cfg.Retention + ExpiryGrace(c.cfg.Retention),
 		WaitBound:   c.cfg.WaitBound,
 	})
 	if err != nil {

@@ -26,7 +26,7 @@ func TestNotFoundSays(t *testing.T) {
 		err  func() error
 		want string
 	}{
-		{"Lookup of an expired record", func() error { _, err := store.Lookup(ctx, scope, "a1"); return err }, "the record of key \"a1\" in scope " + `"\"tenant-42\" POST /orders"` + " expired at 2031-03-15T12:00:00Z"},
+		{"Lookup of an expired record", func() error { _, err := store.Lookup(ctx, scope, "a1"); return err }, "the record of key \"a1\" in scope " + `"\"tenant-42\" POST /orders"` + " expired at 2031-03-15T12:01:00Z"},
 		{"Lookup of no record", func() error { _, err := store.Lookup(ctx, scope, "nope"); return err }, "no record of key \"nope\""},
 		{"Resume of an expired record", func() error { _, err := store.Resume(ctx, scope, "a1"); return err }, "expired at"},
 		{"Inspect of no record", func() error { _, err := store.Inspect(ctx, scope, "nope"); return err }, "no record of key \"nope\""},

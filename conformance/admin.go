@@ -57,8 +57,8 @@ func testAdminInspect[TTx any](t *testing.T, b Backend[TTx]) {
 		e.Fatalf(done.Key, "Inspect: body %d bytes, header %d, want %d and more than 0", info.BodyBytes, info.HeaderBytes, len(resp.Body))
 	case info.Fingerprint != done.Fingerprint || info.Scope != done.Scope || info.Key != done.Key:
 		e.Fatalf(done.Key, "Inspect: %+v, not the record of the request", info)
-	case !info.CreatedAt.Equal(t0) || !info.ExpiresAt.Equal(t0.Add(retention)) || info.Age != 90*time.Second:
-		e.Fatalf(done.Key, "Inspect: created %v expires %v age %v, want %v, %v, 1m30s", info.CreatedAt, info.ExpiresAt, info.Age, t0, t0.Add(retention))
+	case !info.CreatedAt.Equal(t0) || !info.ExpiresAt.Equal(t0.Add(lifetime)) || info.Age != 90*time.Second:
+		e.Fatalf(done.Key, "Inspect: created %v expires %v age %v, want %v, %v, 1m30s", info.CreatedAt, info.ExpiresAt, info.Age, t0, t0.Add(lifetime))
 	}
 
 	info, err = e.Store.Inspect(e.Ctx, pending.Scope, pending.Key)
@@ -66,7 +66,7 @@ func testAdminInspect[TTx any](t *testing.T, b Backend[TTx]) {
 		e.Fatalf(pending.Key, "Inspect of a pending record: %+v, %v, want pending, no status, no sizes, live", info, err)
 	}
 
-	clk.add(retention)
+	clk.add(lifetime)
 	info, err = e.Store.Inspect(e.Ctx, done.Scope, done.Key)
 	if err != nil || !info.Expired || info.State != idem.StateCompleted {
 		e.Fatalf(done.Key, "Inspect after the retention: %+v, %v, want the completed record, expired", info, err)
@@ -219,7 +219,7 @@ func testAdminDelete[TTx any](t *testing.T, b Backend[TTx]) {
 
 	old := request("delete-expired-pending", "x")
 	e.commitPending(old)
-	clk.add(retention)
+	clk.add(lifetime)
 	if err := e.Store.Delete(e.Ctx, old.Scope, old.Key); err != nil {
 		e.Fatalf(old.Key, "Delete of an expired pending record: %v", err)
 	}
@@ -240,7 +240,7 @@ func testAdminCounts[TTx any](t *testing.T, b Backend[TTx]) {
 		e.do(e.Store, scoped("tenant-a POST /x", keyN("old", i)), e.work("count", created("x")))
 	}
 	e.commitPending(scoped("tenant-b POST /x", "old-pending"))
-	clk.add(retention)
+	clk.add(lifetime)
 	for i := range 4 {
 		e.do(e.Store, scoped("tenant-a POST /x", keyN("done", i)), e.work("count", created("x")))
 	}

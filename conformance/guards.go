@@ -36,7 +36,7 @@ func testCompleteGuardsClaimedRow[TTx any](t *testing.T, b Backend[TTx]) {
 			if err != nil || stale.Outcome != idem.Won {
 				e.Fatalf(first.Key, "first Claim: %+v, %v, want won", stale, err)
 			}
-			clk.add(retention)
+			clk.add(lifetime)
 			next := request("guard-1", tc.takeoverBody)
 			owner, err := e.Store.Claim(e.Ctx, txn.Native(), next)
 			if err != nil || owner.Outcome != idem.Won {

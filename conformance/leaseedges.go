@@ -88,7 +88,7 @@ func testLeaseFencingAcrossLifetimes[TTx any](t *testing.T, b Backend[TTx]) {
 			if r := e.do(e.Store, req, e.work("lifetimes-do", created("do"))); r.Outcome != idem.Won {
 				e.Fatalf(req.Key, "Do after ForceDelete: %v, want won", r.Outcome)
 			}
-			clk.add(retention + time.Second)
+			clk.add(lifetime + time.Second)
 			return stale.Token()
 		}},
 		{"Purge after the holder stalled past the retention", false, func(e *env[TTx], clk *clock, stale *idem.Lease[TTx], req idem.Request) int64 {
@@ -500,7 +500,7 @@ func testLeaseNeverWritesPlainClaim[TTx any](t *testing.T, b Backend[TTx]) {
 		e.Fatalf(req.Key, "ForceDelete: %v", err)
 	}
 	e.do(e.Store, req, e.work("plain-do", created("do")))
-	clk.add(retention + time.Second)
+	clk.add(lifetime + time.Second)
 	tx := e.Begin()
 	cl, err := e.Store.Claim(e.Ctx, tx.Native(), req)
 	if err != nil || cl.Outcome != idem.Won {

@@ -124,6 +124,9 @@ func (m *refModel) newIntention(s slot, body string, now time.Time, retention, l
 	if lease > 0 {
 		r.leaseUntil = now.Add(lease)
 		r.expires = laterOf(r.expires, r.leaseUntil)
+	} else {
+		// A claim in one transaction sets the expiry a grace further.
+		r.expires = r.expires.Add(idem.ExpiryGrace(retention))
 	}
 	m.rows[s] = r
 	return r
@@ -159,7 +162,13 @@ func (m *refModel) extend(s slot, now time.Time, lease time.Duration) {
 func (m *refModel) complete(s slot, resp idem.Response, now time.Time, retention time.Duration) {
 	r := m.rows[s]
 	r.completed, r.response, r.abandoned = true, storedForm(resp), false
-	r.expires = now.Add(retention)
+	if r.leaseUntil.IsZero() {
+		// A claim in one transaction: the expiry moves only when the work
+		// ran past the claim's grace.
+		r.expires = laterOf(r.expires, now.Add(retention))
+	} else {
+		r.expires = now.Add(retention)
+	}
 	r.leaseUntil = time.Time{}
 }
 

@@ -30,7 +30,7 @@ func testPurgeBatchSizes[TTx any](t *testing.T, b Backend[TTx]) {
 			for i := range tc.expired {
 				e.do(e.Store, request(keyN("old", i), "x"), e.work("batch-old", created("old")))
 			}
-			clk.add(retention)
+			clk.add(lifetime)
 			live := request("live", "x")
 			e.do(e.Store, live, e.work("batch-live", created("live")))
 			res, err := e.Store.Purge(e.Ctx)
@@ -63,7 +63,7 @@ func testPurgeBesideTakeover[TTx any](t *testing.T, b Backend[TTx]) {
 	for i := range stale {
 		e.do(e.Store, request(keyN("stale", i), "x"), e.work("purge-stale", created("stale")))
 	}
-	clk.add(retention) // everything has expired
+	clk.add(lifetime) // everything has expired
 
 	next := request("taken-over", "new body")
 	claim, finish := e.holdClaim(next, "purge-new") // the takeover, still open
@@ -144,7 +144,7 @@ func testPurgersRace[TTx any](t *testing.T, b Backend[TTx]) {
 	for i := range expired {
 		e.do(e.Store, request(keyN("old", i), "x"), e.work("race-old", created("old")))
 	}
-	clk.add(retention)
+	clk.add(lifetime)
 	for i := range live {
 		e.do(e.Store, request(keyN("live", i), "x"), e.work("race-live", created("live")))
 	}

@@ -34,7 +34,7 @@ func testReadFirstSettledKeys[TTx any](t *testing.T, b Backend[TTx]) {
 		e.Fatalf(req.Key, "effects = %d, want 1", n)
 	}
 
-	clk.add(retention)
+	clk.add(lifetime)
 	res := e.do(e.Store, request("rf-1", "other body"), e.work("rf-1", created("second")))
 	if res.Outcome != idem.Won || !res.Committed {
 		e.Fatalf(req.Key, "Do after retention: %v, want won (takeover)", res.Outcome)

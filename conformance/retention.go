@@ -11,13 +11,18 @@ import (
 
 const retention = 24 * time.Hour
 
+// lifetime is how long a record of Do or Claim lives when its work took
+// less than the grace: the claim sets its expiry the retention plus
+// idem.ExpiryGrace of it ahead, and the completion leaves it there.
+var lifetime = retention + idem.ExpiryGrace(retention)
+
 func testRetentionTakeover[TTx any](t *testing.T, b Backend[TTx]) {
 	clk := newClock(t0)
 	e := setup(t, b, idem.Config{Retention: retention, Clock: clk.Now})
 	req := request("expire-1", "old body")
 	e.do(e.Store, req, e.work("expire-1", created("old")))
 
-	clk.add(retention) // expires_at <= now: expired
+	clk.add(lifetime) // expires_at <= now: expired
 	next := request("expire-1", "new body")
 	res := e.do(e.Store, next, e.work("expire-1", created("new")))
 	if res.Outcome != idem.Won || !res.Committed {
@@ -30,9 +35,9 @@ func testRetentionTakeover[TTx any](t *testing.T, b Backend[TTx]) {
 	if rec.Fingerprint != next.Fingerprint || string(rec.Response.Body) != "new" {
 		e.Fatalf(req.Key, "after takeover the record holds %q, want the new response", rec.Response.Body)
 	}
-	if !rec.CreatedAt.Equal(clk.Now()) || !rec.ExpiresAt.Equal(clk.Now().Add(retention)) {
+	if !rec.CreatedAt.Equal(clk.Now()) || !rec.ExpiresAt.Equal(clk.Now().Add(lifetime)) {
 		e.Fatalf(req.Key, "after takeover: created %v expires %v, want %v and %v",
-			rec.CreatedAt, rec.ExpiresAt, clk.Now(), clk.Now().Add(retention))
+			rec.CreatedAt, rec.ExpiresAt, clk.Now(), clk.Now().Add(lifetime))
 	}
 	if n := e.effectCount("expire-1"); n != 2 {
 		e.Fatalf(req.Key, "effects = %d, want 2 (the window passed, so the work ran again)", n)
@@ -48,7 +53,7 @@ func testLiveKeyNeverTakenOver[TTx any](t *testing.T, b Backend[TTx]) {
 	req := request("live-1", "body")
 	e.do(e.Store, req, e.work("live-1", created("kept")))
 
-	clk.add(retention - time.Microsecond) // one microsecond before expiry
+	clk.add(lifetime - time.Microsecond) // one microsecond before expiry
 	if r := e.do(e.Store, request("live-1", "other"), e.work("live-1", created("x"))); r.Outcome != idem.Mismatch {
 		e.Fatalf(req.Key, "other body just before expiry: %v, want mismatch", r.Outcome)
 	}
@@ -139,11 +144,11 @@ func testPurgeWhileClaiming[TTx any](t *testing.T, b Backend[TTx]) {
 	for i := range expired {
 		e.do(e.Store, request(keyN("old", i), "x"), e.work("purge-old", created("old")))
 	}
-	clk.add(retention / 2)
+	clk.add(lifetime / 2)
 	for i := range live {
 		e.do(e.Store, request(keyN("live", i), "x"), e.work("purge-live", created("live")))
 	}
-	clk.add(retention / 2) // the first 30 have expired, the last 5 have not
+	clk.add(lifetime / 2) // the first 30 have expired, the last 5 have not
 
 	var wg sync.WaitGroup
 	errs := make(chan error, claims)

@@ -30,7 +30,7 @@ func testWaitBoundScope[TTx any](t *testing.T, b Backend[TTx]) {
 			req := request("bound-scope", "x")
 			if tc.takeover {
 				e.do(e.Store, req, e.work("bound-scope-old", created("old")))
-				clk.add(retention)
+				clk.add(lifetime)
 			}
 			e.Exec(e.Driver.Pool(), "INSERT INTO "+e.effects+" (k) VALUES ('row-lock')")
 			lockRow := "UPDATE " + e.effects + " SET k = 'row-lock' WHERE k = 'row-lock'"

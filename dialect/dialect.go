@@ -122,7 +122,11 @@ type Dialect interface {
 
 	// Complete stores the response on the pending record the transaction
 	// claimed, as a separate statement from the claim, and moves its expiry
-	// to the completion time plus a.Retention. It returns an error wrapping
+	// to the completion time plus a.Retention when that is later than the
+	// expiry the claim set (which the core sets a grace beyond the
+	// retention, see idem.ExpiryGrace). On the fast path, when the expiry
+	// does not move, it must change no indexed column, so that the update
+	// stays cheap (HOT on PostgreSQL). It returns an error wrapping
 	// ErrNotClaimed when no pending record with that scope, key and
 	// fingerprint exists.
 	Complete(ctx context.Context, q Queryer, t Table, a CompleteArgs) error
@@ -184,7 +188,8 @@ type ClaimArgs struct {
 	Fingerprint []byte
 	// Now is the store's clock; the zero time means the database's clock.
 	Now time.Time
-	// Retention is added to the claim time to give the expiry.
+	// Retention is added to the claim time to give the expiry; the core
+	// passes the store's retention plus idem.ExpiryGrace of it.
 	Retention time.Duration
 	// WaitBound is how long the claim may wait for a transaction holding the
 	// same key.

@@ -65,18 +65,21 @@ func (d *sqliteDialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.
 	return dialect.ClaimResult{Record: rec}, nil
 }
 
-// Complete stores the response on the pending record.
+// Complete stores the response on the pending record. The first statement
+// leaves the expiry (and its index) alone and matches when the claim's
+// expiry already covers the retention after now; only work that ran past
+// the claim's grace runs the second, which moves it.
 func (d *sqliteDialect) Complete(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.CompleteArgs) error {
-	n, err := exec(ctx, q, d.stmts.For(t).complete, sql.Named("scope", a.Scope), sql.Named("key", a.Key),
-		sql.Named("fingerprint", a.Fingerprint), sql.Named("status", a.Status), sql.Named("header", a.Header),
-		sql.Named("body", a.Body), sql.Named("now", clock(a.Now)), sql.Named("retention_us", a.Retention.Microseconds()))
-	if err != nil {
-		return err
+	s := d.stmts.For(t)
+	for _, stmt := range []dialect.Query{s.complete, s.completeLate} {
+		n, err := exec(ctx, q, stmt, sql.Named("scope", a.Scope), sql.Named("key", a.Key),
+			sql.Named("fingerprint", a.Fingerprint), sql.Named("status", a.Status), sql.Named("header", a.Header),
+			sql.Named("body", a.Body), sql.Named("now", clock(a.Now)), sql.Named("retention_us", a.Retention.Microseconds()))
+		if err != nil || n == 1 {
+			return err
+		}
 	}
-	if n != 1 {
-		return dialect.ErrNotClaimed
-	}
-	return nil
+	return dialect.ErrNotClaimed
 }
 
 // Lookup reads the live record.

@@ -38,7 +38,7 @@ func TestQueriesBoundByName(t *testing.T) {
 		ctx     = t.Context()
 		d       = newDialect()
 		s       = d.stmts.For(tbl)
-		rec     = &recorder{purge: s.purge.SQL, ran: map[string][]any{}}
+		rec     = &recorder{purge: s.purge.SQL, none: s.complete.SQL, ran: map[string][]any{}}
 		methods = map[string]func() error{
 			"Claim": func() error {
 				_, err := d.Claim(ctx, rec, tbl, dialect.ClaimArgs{Scope: "the-scope", Key: "the-key", Fingerprint: []byte("fp"), Now: at, Retention: time.Hour})
@@ -86,7 +86,7 @@ func TestQueriesBoundByName(t *testing.T) {
 
 	catalog := dialect.MustLoadQueries(queries, "queries", tbl, dialect.Question)
 	for name, q := range map[string]dialect.Query{
-		"claim": s.claim, "complete": s.complete, "read": s.read, "purge": s.purge, "raise_floor": s.raiseFloor,
+		"claim": s.claim, "complete": s.complete, "complete_late": s.completeLate, "read": s.read, "purge": s.purge, "raise_floor": s.raiseFloor,
 		"lease_insert": s.lease.insert, "lease_take_expired": s.lease.takeExpired, "lease_resume": s.lease.resume,
 		"lease_extend": s.lease.extend, "lease_step": s.lease.step, "lease_complete": s.lease.complete,
 		"lease_release": s.lease.release, "lease_expired": s.lease.expired,
@@ -155,11 +155,17 @@ func dialectBug(err error) bool {
 // which returns token 41; its statements change one row.
 type recorder struct {
 	purge string
-	ran   map[string][]any
+	// none is the statement that changes no row (the fast completion, so
+	// that the late one runs too).
+	none string
+	ran  map[string][]any
 }
 
 func (r *recorder) Exec(_ context.Context, query string, args ...any) (int64, error) {
 	r.ran[query] = args
+	if query == r.none {
+		return 0, nil
+	}
 	return 1, nil
 }
 

@@ -23,8 +23,10 @@ var queries embed.FS
 type statements struct {
 	schema                       dialect.Schema
 	claim, complete, read, purge dialect.Query
-	raiseFloor                   dialect.Query
-	lease                        leaseStatements
+	// completeLate is complete for work that ran past its claim's grace.
+	completeLate dialect.Query
+	raiseFloor   dialect.Query
+	lease        leaseStatements
 }
 
 // leaseStatements are lease mode's statements.
@@ -49,11 +51,12 @@ func newStatements(t dialect.Table) *statements {
 			// Positional: @version, then @name.
 			RecordVersion: take("schema_record_version").SQL,
 		},
-		claim:      take("claim"),
-		complete:   take("complete"),
-		read:       take("read"),
-		purge:      take("purge"),
-		raiseFloor: take("raise_floor"),
+		claim:        take("claim"),
+		complete:     take("complete"),
+		completeLate: take("complete_late"),
+		read:         take("read"),
+		purge:        take("purge"),
+		raiseFloor:   take("raise_floor"),
 		lease: leaseStatements{
 			insert:      take("lease_insert"),
 			takeExpired: take("lease_take_expired"),
