@@ -60,6 +60,7 @@ type options struct {
 	scaleRows   []int64
 	scaleOn     []string
 	scaleConc   int
+	writesN     int64
 	scaleWindow time.Duration
 	scaleLimit  time.Duration
 	netRTT      time.Duration
@@ -115,6 +116,7 @@ func main() {
 	})
 	listVar(&o.scaleOn, "scale-backends", "sqlite,pgx,mysql", "backends to run the scale test on", same)
 	flag.IntVar(&o.scaleConc, "scale-clients", 16, "clients claiming in the scale test")
+	flag.Int64Var(&o.writesN, "writes", 200, "requests of the writes probe (WAL/redo bytes and page writes per request; SQLite at most 100), per path and per scale size (0: skip)")
 	flag.DurationVar(&o.scaleWindow, "scale-window", 10*time.Second, "claim measurement per table size")
 	flag.DurationVar(&o.scaleLimit, "scale-timeout", 45*time.Minute, "longest one bulk load may run (claims are then measured on what was loaded)")
 	flag.DurationVar(&o.netRTT, "net-rtt", time.Millisecond, "round trip the +delay backends' proxy makes: it measures SELECT 1 through itself and sets its delay each way to reach this")
@@ -354,6 +356,13 @@ func benchTarget(ctx context.Context, o options, t *target, runID string, rep *r
 				}
 				run(d, c, r, o.duration, done, true)
 			}
+		}
+	}
+	if o.writesN > 0 && ctx.Err() == nil {
+		res, err := writesTest(ctx, o, t, runID)
+		rep.writes = append(rep.writes, res...)
+		if err != nil {
+			return fmt.Errorf("writes probe: %w", err)
 		}
 	}
 	if len(o.scaleRows) > 0 && slices.Contains(o.scaleOn, t.backend) && ctx.Err() == nil {

@@ -20,6 +20,7 @@ type report struct {
 	cells   []*cell
 	scale   []*scaleResult
 	purges  []*purgeResult
+	writes  []*writesResult
 }
 
 func (r *report) add(c *cell) { r.cells = append(r.cells, c) }
@@ -218,6 +219,7 @@ func (r *report) write(w io.Writer) {
 
 	r.writeTargets(w, all)
 	r.writeExcluded(w)
+	r.writeWrites(w)
 	r.writeScale(w)
 	r.writePurges(w)
 }

@@ -28,6 +28,7 @@ type scaleResult struct {
 	loadErr error
 	claims  *cell
 	size    relSize
+	writes  *writesResult
 }
 
 // scaleTest measures claims at each size of o.scaleRows.
@@ -79,6 +80,11 @@ func scaleTest(ctx context.Context, o options, t *target, runID string) ([]*scal
 			ms(res.claims.percentile(.5)), ms(res.claims.percentile(.99)), res.claims.errors)
 		if res.size, err = t.size(ctx, table); err != nil {
 			logf("%s: size: %v", t.name, err)
+		}
+		if o.writesN > 0 && t.writes != nil {
+			if res.writes, err = probeWrites(ctx, &withStore, send, def.name, table, res.size.rows, o.writesN, runID); err != nil {
+				logf("%s: writes probe: %v", t.name, err)
+			}
 		}
 		out = append(out, res)
 		if err := t.drop(ctx, table); err != nil {

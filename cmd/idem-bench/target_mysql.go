@@ -100,6 +100,7 @@ func newMySQLTarget(dsn, params, prefix string, conns int, via *delayProxy) (*ta
 		return sqlSize(ctx, db, table, `SELECT data_length, index_length FROM information_schema.tables
 			WHERE table_schema = DATABASE() AND table_name = ?`)
 	}
+	t.writes = func(ctx context.Context, _ ...string) (writeCounts, error) { return innodbWrites(ctx, db) }
 	t.settle = func(ctx context.Context, table string) error {
 		if _, err := db.ExecContext(ctx, `ANALYZE TABLE `+table); err != nil {
 			return err
@@ -112,4 +113,29 @@ func newMySQLTarget(dsn, params, prefix string, conns int, via *delayProxy) (*ta
 		return ctx.Err()
 	}
 	return t, nil
+}
+
+// innodbWrites reads InnoDB's redo LSN (MariaDB's Innodb_lsn_current,
+// MySQL's Innodb_redo_log_current_lsn) and its buffer-pool page writes.
+func innodbWrites(ctx context.Context, db *sql.DB) (writeCounts, error) {
+	c := writeCounts{inserts: -1}
+	rows, err := db.QueryContext(ctx, `SHOW GLOBAL STATUS WHERE Variable_name IN
+		('Innodb_lsn_current', 'Innodb_redo_log_current_lsn', 'Innodb_buffer_pool_write_requests')`)
+	if err != nil {
+		return c, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var v int64
+		if err := rows.Scan(&name, &v); err != nil {
+			return c, err
+		}
+		if name == "Innodb_buffer_pool_write_requests" {
+			c.pages = v
+		} else {
+			c.logBytes = v
+		}
+	}
+	return c, rows.Err()
 }

@@ -41,6 +41,13 @@ func postgresAdmin(ctx context.Context, t *target, exec execFunc, row func(ctx c
 			Scan(&r.tableBytes, &r.indexBytes, &r.rows)
 		return r, err
 	}
+	t.writes = func(ctx context.Context, tables ...string) (c writeCounts, err error) {
+		err = row(ctx, `SELECT (pg_current_wal_lsn() - '0/0')::bigint, (SELECT wal_fpi FROM pg_stat_wal),
+			coalesce(sum(n_tup_ins), 0), coalesce(sum(n_tup_upd) FILTER (WHERE relname = $2), 0),
+			coalesce(sum(n_tup_hot_upd) FILTER (WHERE relname = $2), 0)
+			FROM pg_stat_user_tables WHERE relname = ANY($1)`, tables, tables[0]).Scan(&c.logBytes, &c.pages, &c.inserts, &c.updates, &c.hot)
+		return c, err
+	}
 	t.settle = func(ctx context.Context, table string) error {
 		// PARALLEL 0: a parallel vacuum keeps dead tuples in dynamic shared
 		// memory, more than a container's default 64 MB /dev/shm.

@@ -69,6 +69,20 @@ func newSQLiteTarget(dir string, conns int) (*target, error) {
 			COALESCE((SELECT SUM(pgsize) FROM dbstat WHERE name = ?1), 0),
 			COALESCE((SELECT SUM(pgsize) FROM dbstat WHERE name IN (SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = ?1)), 0)`)
 	}
+	// The WAL's frames since the probe emptied it, each a page and a
+	// 24-byte header.
+	t.writesReset = func(ctx context.Context) error {
+		_, err := db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
+		return err
+	}
+	t.writes = func(ctx context.Context, _ ...string) (writeCounts, error) {
+		var busy, frames, done, pageSize int64
+		if err := db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &done); err != nil {
+			return writeCounts{}, err
+		}
+		err := db.QueryRowContext(ctx, `PRAGMA page_size`).Scan(&pageSize)
+		return writeCounts{logBytes: frames * (pageSize + 24), pages: frames, inserts: -1}, err
+	}
 	t.settle = func(ctx context.Context, _ string) error {
 		_, err := db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
 		return err

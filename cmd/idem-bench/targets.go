@@ -42,6 +42,12 @@ type target struct {
 	// size weighs a table and its indexes.
 	size func(ctx context.Context, table string) (relSize, error)
 
+	// writes reads the server's write counters, with the row counts of
+	// the tables named (nil: no writes probe); writesReset, when set, runs
+	// before a probe (SQLite: empties the WAL, whose frames it counts).
+	writes      func(ctx context.Context, tables ...string) (writeCounts, error)
+	writesReset func(ctx context.Context) error
+
 	// storeOn returns Store.Do on a store of its own on table (migrated),
 	// for the scale test.
 	storeOn func(ctx context.Context, table string) (scheme, error)
