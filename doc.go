@@ -40,9 +40,12 @@
 // Every record expires Config.Retention (24 hours by default) after its
 // claim while in flight, and after its completion once completed, so a
 // winner slower than the retention is never overtaken by a retry that
-// waited for it. A client retrying after the window has passed gets the work done
-// a second time: the window is part of your API's contract, so document it
-// to your clients. An expired key is taken over atomically by the next claim
+// waited for it. A claim sets the expiry ExpiryGrace (at most a minute)
+// further, so that a completion within the grace does not move it and
+// changes no indexed column; a record may therefore live that much longer.
+// A client retrying after the window has passed gets the work done a second
+// time: the window is part of your API's contract, so document it to your
+// clients. An expired key is taken over atomically by the next claim
 // (one winner; the old response is cleared). Expiry is decided by one clock
 // per store: the database's by default, so application servers with skewed
 // clocks agree; Config.Clock overrides it. Store.Purge deletes expired

@@ -341,7 +341,9 @@ type Record struct {
 	Response Response
 	// CreatedAt is when the key was claimed. ExpiresAt is when the key can
 	// be claimed afresh: the retention after the claim while in flight,
-	// after the completion once completed (and never before a lease ends).
+	// after the completion once completed (and never before a lease ends);
+	// for a record of Do or Claim, the retention and ExpiryGrace after the
+	// claim unless the work ran past the grace.
 	CreatedAt, ExpiresAt time.Time
 	// Token is the lease's fencing token (lease mode): 1 for a fresh lease,
 	// one more on every takeover; 0 for a record claimed in one transaction.

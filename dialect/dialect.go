@@ -219,8 +219,9 @@ type CompleteArgs struct {
 	Body []byte
 	// Now is the store's clock; the zero time means the database's clock.
 	Now time.Time
-	// Retention is added to the completion time to give the new expiry:
-	// a completed record lives the whole retention after its completion.
+	// Retention is added to the completion time to give the new expiry
+	// when that is later than the claim's: a completed record lives at
+	// least the whole retention after its completion.
 	Retention time.Duration
 }
 
