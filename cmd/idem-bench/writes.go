@@ -46,7 +46,7 @@ func probeWrites(ctx context.Context, t *target, send scheme, p path, keys strin
 		// after which the WAL starts over.
 		n = min(n, 100)
 	}
-	before, err := t.writes(ctx, keys, t.orders)
+	before, err := quietWrites(ctx, t, keys)
 	if err != nil {
 		return nil, err
 	}
@@ -73,6 +73,22 @@ func probeWrites(ctx context.Context, t *target, send scheme, p path, keys strin
 	logf("%s: writes of %s on %d records: %.0f log bytes, %.2f pages per request; %d updates, %d HOT",
 		t.name, p, records, float64(res.d.logBytes)/float64(n), float64(res.d.pages)/float64(n), res.d.updates, res.d.hot)
 	return res, nil
+}
+
+// quietWrites reads the counters once they hold still for half a second
+// (at most 15 s): the earlier cells' background work (InnoDB's purge,
+// PostgreSQL's late table counts) stays out of the probe.
+func quietWrites(ctx context.Context, t *target, keys string) (writeCounts, error) {
+	c, err := t.writes(ctx, keys, t.orders)
+	for deadline := time.Now().Add(15 * time.Second); err == nil && time.Now().Before(deadline); {
+		time.Sleep(500 * time.Millisecond)
+		next, nerr := t.writes(ctx, keys, t.orders)
+		if nerr != nil || next == c {
+			return next, nerr
+		}
+		c = next
+	}
+	return c, err
 }
 
 // writesTest probes the bare write, the seed's SQL and Store.Do on the
