@@ -134,11 +134,8 @@ func main() {
 	flag.BoolVar(&o.allowErrors, "allow-errors", false, "exit 0 even when cells had failed requests (they are still excluded)")
 	flag.Parse()
 	slices.Sort(o.scaleRows)
-	if o.rounds < 1 || o.duration <= 0 || o.maxOps < 1 || o.purgeRepeat < 1 || o.stormRacers < 1 || o.queueConc < 1 {
-		fatalf("-rounds, -duration, -max-ops, -purge-repeat, -storm-clients and -queue-clients must be positive")
-	}
-	if o.storm > 100_000 || o.queue > 1_000_000 {
-		fatalf("-storm is at most 100000 keys, -queue at most 1000000 messages")
+	if o.rounds < 1 || o.duration <= 0 || o.maxOps < 1 || o.purgeRepeat < 1 || o.stormRacers < 1 || o.queueConc < 1 || o.storm > 100_000 || o.queue > 1_000_000 {
+		fatalf("-rounds, -duration, -max-ops, -purge-repeat, -storm-clients and -queue-clients must be positive, -storm at most 100000, -queue at most 1000000")
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
