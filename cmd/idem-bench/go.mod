@@ -5,8 +5,10 @@ go 1.26.0
 require (
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/idemkit/idem v0.0.0-00010101000000-000000000000
+	github.com/idemkit/idem/idemnats v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/moby/moby/api v1.57.0
+	github.com/nats-io/nats.go v1.55.0
 	github.com/testcontainers/testcontainers-go v0.45.0
 	github.com/testcontainers/testcontainers-go/modules/mysql v0.45.0
 	github.com/testcontainers/testcontainers-go/modules/postgres v0.45.0
@@ -88,3 +90,5 @@ require (
 replace github.com/idemkit/idem => ../../
 
 replace github.com/idemkit/idem/integration => ../../integration
+
+replace github.com/idemkit/idem/idemnats => ../../idemnats

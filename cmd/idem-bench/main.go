@@ -63,6 +63,10 @@ type options struct {
 	writesN     int64
 	scaleWindow time.Duration
 	scaleLimit  time.Duration
+	storm       int
+	stormRacers int
+	queue       int
+	queueConc   int
 	netRTT      time.Duration
 	mysqlParams string
 	timeout     time.Duration
@@ -91,7 +95,7 @@ func main() {
 		}
 		return 0, fmt.Errorf("bad level %q (1 to 256)", s)
 	})
-	listVar(&o.paths, "paths", allPathNames(), "paths to measure (see the report's list)", parsePath)
+	listVar(&o.paths, "paths", defaultPaths, "paths to measure (see the report's list; also lease, lease-5ms, idem-5ms, bare-5ms)", parsePath)
 	flag.DurationVar(&o.duration, "duration", 3*time.Second, "length of one cell (one path, one level, one round)")
 	flag.DurationVar(&o.warmup, "warmup", time.Second, "unrecorded warm-up of every path per level")
 	flag.IntVar(&o.rounds, "rounds", 3, "interleaved rounds per level; the table shows the median and the spread")
@@ -119,6 +123,10 @@ func main() {
 	flag.Int64Var(&o.writesN, "writes", 200, "requests of the writes probe (WAL/redo bytes and page writes per request; SQLite at most 100), per path and per scale size (0: skip)")
 	flag.DurationVar(&o.scaleWindow, "scale-window", 10*time.Second, "claim measurement per table size")
 	flag.DurationVar(&o.scaleLimit, "scale-timeout", 45*time.Minute, "longest one bulk load may run (claims are then measured on what was loaded)")
+	flag.IntVar(&o.storm, "storm", 0, "keys of the takeover storm: claimed in lease mode by holders that die, then retried at once (0: skip)")
+	flag.IntVar(&o.stormRacers, "storm-clients", 2, "clients retrying each key of the takeover storm")
+	flag.IntVar(&o.queue, "queue", 0, "messages the queue test publishes to NATS JetStream (IDEM_NATS_URL, or a container of IDEM_NATS_IMAGE) and consumes, bare and through idemqueue (0: skip)")
+	flag.IntVar(&o.queueConc, "queue-clients", 8, "subscriptions consuming the queue test's messages")
 	flag.DurationVar(&o.netRTT, "net-rtt", time.Millisecond, "round trip the +delay backends' proxy makes: it measures SELECT 1 through itself and sets its delay each way to reach this")
 	flag.StringVar(&o.mysqlParams, "mysql-params", "", "extra go-sql-driver DSN parameters for the mysql backends, e.g. clientFoundRows=true")
 	flag.DurationVar(&o.timeout, "timeout", 4*time.Hour, "bound on the whole run")
@@ -128,8 +136,8 @@ func main() {
 	flag.BoolVar(&o.allowErrors, "allow-errors", false, "exit 0 even when cells had failed requests (they are still excluded)")
 	flag.Parse()
 	slices.Sort(o.scaleRows)
-	if o.rounds < 1 || o.duration <= 0 || o.maxOps < 1 || o.purgeRepeat < 1 {
-		fatalf("-rounds, -duration, -max-ops and -purge-repeat must be positive")
+	if o.rounds < 1 || o.duration <= 0 || o.maxOps < 1 || o.purgeRepeat < 1 || o.stormRacers < 1 || o.queueConc < 1 || o.storm > 100_000 || o.queue > 1_000_000 {
+		fatalf("-rounds, -duration, -max-ops, -purge-repeat, -storm-clients and -queue-clients must be positive, -storm at most 100000, -queue at most 1000000")
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -237,7 +245,7 @@ func run(ctx context.Context, o options) (err error) {
 	}
 	runID := strconv.FormatInt(time.Now().UnixNano()%(1<<40), 36)
 	for _, t := range targets {
-		if terr := benchTarget(ctx, o, t, runID, rep); terr != nil {
+		if terr := errors.Join(benchTarget(ctx, o, t, runID, rep), stormAndQueue(ctx, o, t, srv, runID, rep)); terr != nil {
 			// Keep what was measured: report it, and the failure.
 			terr = fmt.Errorf("%s: %w", t.name, terr)
 			logf("%v", terr)
@@ -282,6 +290,10 @@ func benchTarget(ctx context.Context, o options, t *target, runID string, rep *r
 	var writes, others []pathDef
 	for _, d := range pathDefs {
 		if !o.has(d.name) {
+			continue
+		}
+		if t.schemes[d.scheme] == nil {
+			rep.notes = append(rep.notes, fmt.Sprintf("%s: path %s skipped: no lease mode (its dialect is no dialect.Leaser)", t.name, d.name))
 			continue
 		}
 		if d.of == "" {

@@ -30,6 +30,10 @@ const (
 	schemeIdem      = "idem"
 	schemeReadFirst = "idem-rf"
 	schemeClaimOnly = "idem-claim"
+	schemeLease     = "lease"
+	schemeLeaseCall = "lease-5ms"
+	schemeIdemCall  = "idem-5ms"
+	schemeBareCall  = "bare-5ms"
 )
 
 const (
@@ -42,7 +46,15 @@ const (
 	pathReplayRF    path = "replay-rf"
 	pathReplayClaim path = "replay-claim"
 	pathSeedReplay  path = "seed-replay"
+	pathLease       path = "lease"
+	pathLeaseCall   path = "lease-5ms"
+	pathIdemCall    path = "idem-5ms"
+	pathBareCall    path = "bare-5ms"
 )
+
+// defaultPaths are the paths of a run without -paths: all but lease
+// mode's and the provider call's, which -paths names.
+const defaultPaths = "bare,floor,seed,idem,idem-rf,replay,replay-rf,replay-claim,seed-replay"
 
 // pathDefs are every path, writes first (their order rotates each round),
 // then the paths that send keys the writes completed.
@@ -52,6 +64,10 @@ var pathDefs = []pathDef{
 	{pathSeed, schemeSeed, "", "the seed's SQL as written (claim INSERT ... ON CONFLICT DO NOTHING RETURNING, or a plain INSERT and 1062 on MySQL; the order; UPDATE ... SET response; COMMIT), sent the way idem sends its own statements (pgx: BEGIN with the claim, the UPDATE with COMMIT, through idem's driver; MariaDB: values inlined; SQLite: prepared by idem's driver)"},
 	{pathIdem, schemeIdem, "", "the write inside Store.Do"},
 	{pathIdemRF, schemeReadFirst, "", "Store.Do with ReadFirstAlways: a read before the transaction"},
+	{pathLease, schemeLease, "", "Store.DoLease: the claim commits alone, then the order is written with a recorded step (RecordStep), then Complete stores the response: three transactions"},
+	{pathLeaseCall, schemeLeaseCall, "", "lease with a fake provider call of 5 ms (a sleep that honours ctx) before the step, outside any transaction, as lease mode intends"},
+	{pathIdemCall, schemeIdemCall, "", "idem with the same 5 ms call inside Store.Do's transaction, before the order: the claim's row (SQLite: the database) stays locked across it"},
+	{pathBareCall, schemeBareCall, "", "bare with the same 5 ms call inside its transaction, before the order"},
 	{pathReplay, schemeIdem, pathIdem, "keys the idem cell completed, sent again through Store.Do with the default Config.ReadFirst (ReadFirstAuto: it reads first once recent requests were mostly retries)"},
 	{pathReplayRF, schemeReadFirst, pathIdem, "those keys through Store.Do with ReadFirstAlways"},
 	{pathReplayClaim, schemeClaimOnly, pathIdem, "those keys through Store.Do with ReadFirstNever: every replay decided by the claim, in a write transaction"},

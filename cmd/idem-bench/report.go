@@ -21,6 +21,7 @@ type report struct {
 	scale   []*scaleResult
 	purges  []*purgeResult
 	writes  []*writesResult
+	notes   []string // what was skipped, and the checks of the storms
 }
 
 func (r *report) add(c *cell) { r.cells = append(r.cells, c) }
@@ -222,6 +223,9 @@ func (r *report) write(w io.Writer) {
 	r.writeWrites(w)
 	r.writeScale(w)
 	r.writePurges(w)
+	if len(r.notes) > 0 {
+		fmt.Fprintf(w, "### Notes\n\n- %s\n\n", strings.Join(r.notes, "\n- "))
+	}
 }
 
 func outcomes(s *summary) string {
@@ -260,6 +264,9 @@ func (r *report) writeTargets(w io.Writer, all []*summary) {
 		{"replay-claim / bare", pathReplayClaim, pathBare, 0, nil},
 		{"seed-replay / bare", pathSeedReplay, pathBare, 0, nil},
 		{"replay-rf / bare (≥ 4 at 16)", pathReplayRF, pathBare, 4, []int{16}},
+		{"lease / idem", pathLease, pathIdem, 0, nil},
+		{"lease-5ms / idem-5ms", pathLeaseCall, pathIdemCall, 0, nil},
+		{"lease-5ms / bare-5ms", pathLeaseCall, pathBareCall, 0, nil},
 	}
 	// Only the columns this run has.
 	cols = slices.DeleteFunc(cols, func(c col) bool {

@@ -130,11 +130,14 @@ func driverBegin[TTx any](drv dialect.Driver[TTx]) func(ctx context.Context) (di
 	}
 }
 
-// add gives t the schemes bare, floor and seed.
+// add gives t the schemes bare, floor, seed and bare-5ms.
 func (y yardsticks[TTx]) add(t *target) {
 	t.schemes[schemeBare] = inTx(y.plain, y.bare)
 	t.schemes[schemeFloor] = inTx(y.idem, y.floor)
 	t.schemes[schemeSeed] = inTx(y.idem, y.seed)
+	slow := y
+	slow.write = withCall(y.write, providerDelay)
+	t.schemes[schemeBareCall] = inTx(y.plain, slow.bare)
 }
 
 // inTx runs body in a transaction of begin, rolled back unless body

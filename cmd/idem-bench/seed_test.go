@@ -43,10 +43,11 @@ func countOrders(t *testing.T, tg *target) int64 {
 
 // TestSchemesOneWinner races every scheme that records a key on SQLite:
 // of many requests with one key exactly one wins and writes one order; the
-// others replay its response (the seed's SQL as written, and idem).
+// others replay its response (the seed's SQL as written, idem, and lease
+// mode).
 func TestSchemesOneWinner(t *testing.T) {
 	tg := newTestSQLite(t)
-	for _, name := range []string{schemeSeed, schemeIdem, schemeReadFirst} {
+	for _, name := range []string{schemeSeed, schemeIdem, schemeReadFirst, schemeIdemCall, schemeLease, schemeLeaseCall} {
 		t.Run(name, func(t *testing.T) {
 			send := tg.schemes[name]
 			if send == nil {
@@ -87,11 +88,11 @@ func TestSchemesOneWinner(t *testing.T) {
 	}
 }
 
-// TestYardsticksWrite checks that bare, floor and seed each write an
-// order.
+// TestYardsticksWrite checks that bare, floor, seed and bare-5ms each
+// write an order.
 func TestYardsticksWrite(t *testing.T) {
 	tg := newTestSQLite(t)
-	for i, name := range []string{schemeBare, schemeFloor, schemeSeed} {
+	for i, name := range []string{schemeBare, schemeFloor, schemeSeed, schemeBareCall} {
 		before := countOrders(t, tg)
 		req := request(newKeySpace("write", path(name), 1, 0), int64(i), "")
 		out, err := tg.schemes[name](t.Context(), req, int64(i))

@@ -28,9 +28,12 @@ const (
 	envPostgresImage = "IDEM_POSTGRES_IMAGE"
 	envMySQLDSN      = "IDEM_MYSQL_DSN"
 	envMySQLImage    = "IDEM_MYSQL_IMAGE"
+	envNATSURL       = "IDEM_NATS_URL"
+	envNATSImage     = "IDEM_NATS_IMAGE"
 
 	defaultPostgresImage = "postgres:17"
 	defaultMySQLImage    = "mysql:8.4"
+	defaultNATSImage     = "nats:2.10"
 
 	containerLabel = "org.idemkit.idem.bench"
 	startTimeout   = 3 * time.Minute
@@ -39,9 +42,9 @@ const (
 // servers are the database servers of a run, each with its delaying proxy,
 // started on first use and removed at the end of the run.
 type servers struct {
-	netRTT      time.Duration
-	mysqlParams string
-	pg, my      *server
+	netRTT       time.Duration
+	mysqlParams  string
+	pg, my, nats *server
 }
 
 // server is a database the benchmark runs against.
@@ -59,10 +62,7 @@ type server struct {
 
 // server returns the server of family, started on first use.
 func (s *servers) server(ctx context.Context, family string) (*server, error) {
-	slot := &s.pg
-	if family == "mysql" {
-		slot = &s.my
-	}
+	slot := map[string]**server{"postgres": &s.pg, "mysql": &s.my, "nats": &s.nats}[family]
 	if *slot == nil {
 		logf("starting %s", family)
 		srv, err := start(ctx, family)
@@ -101,7 +101,7 @@ func (s *server) proxy(conns int) (*delayProxy, error) {
 
 func (s *servers) close() error {
 	var errs []error
-	for _, srv := range []*server{s.pg, s.my} {
+	for _, srv := range []*server{s.pg, s.my, s.nats} {
 		if srv != nil && srv.via != nil {
 			errs = append(errs, srv.via.Close())
 		}
@@ -204,11 +204,14 @@ func (s *server) terminate() error {
 // testcontainers module turns fsync off by default; the benchmark measures
 // with it on), MySQL or MariaDB with its default durability
 // (innodb_flush_log_at_trx_commit=1); or returns the one its DSN variable
-// names.
+// names; or NATS with JetStream, stored on a volume too.
 func start(ctx context.Context, family string) (*server, error) {
 	envDSN, envImage, image, data := envPostgresDSN, envPostgresImage, defaultPostgresImage, "/var/lib/postgresql/data"
-	if family == "mysql" {
+	switch family {
+	case "mysql":
 		envDSN, envImage, image, data = envMySQLDSN, envMySQLImage, defaultMySQLImage, "/var/lib/mysql"
+	case "nats":
+		envDSN, envImage, image, data = envNATSURL, envNATSImage, defaultNATSImage, "/data"
 	}
 	if dsn := os.Getenv(envDSN); dsn != "" {
 		return &server{dsn: dsn}, nil
@@ -228,6 +231,15 @@ func start(ctx context.Context, family string) (*server, error) {
 		ConnectionString(ctx context.Context, args ...string) (string, error)
 	}
 	var err error
+	if family == "nats" {
+		broker, err := testcontainers.Run(ctx, s.image, append(opts, testcontainers.WithExposedPorts("4222/tcp", "8222/tcp"),
+			testcontainers.WithCmd("-js", "-sd", data, "-m", "8222"), testcontainers.WithWaitStrategyAndDeadline(startTimeout,
+				wait.ForHTTP("/healthz?js-enabled-only=true").WithPort("8222/tcp").WithPollInterval(200*time.Millisecond)))...)
+		if s.ctr = broker; err == nil {
+			s.dsn, err = broker.PortEndpoint(ctx, "4222/tcp", "nats")
+		}
+		return s, err
+	}
 	if family == "postgres" {
 		ctr, err = tcpostgres.Run(ctx, s.image, append(opts,
 			tcpostgres.WithDatabase("idem"), tcpostgres.WithUsername("idem"), tcpostgres.WithPassword("idem"),

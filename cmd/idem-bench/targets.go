@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dialect"
+	"github.com/idemkit/idem/idemqueue"
 )
 
 // target is one backend under test: the ways of sending the write (its
@@ -32,6 +34,10 @@ type target struct {
 	// schemes are the ways this target sends a request, by name (the
 	// scheme* constants).
 	schemes map[string]scheme
+	// storm runs the takeover storm (nil without lease mode); consume
+	// handles a delivery through idemqueue with the order's insert.
+	storm   func(ctx context.Context, ks keySpace, n int) (op, []atomic.Int32, error)
+	consume func(ctx context.Context, d idemqueue.Delivery) (idem.Outcome, error)
 	// purge runs Store.Purge with Config.PurgeDutyCycle set to duty.
 	purge func(ctx context.Context, duty float64) (idem.PurgeResult, error)
 	// settle lets the database finish the background work a bulk load
@@ -123,6 +129,11 @@ func storeOps[TTx any](t *target, drv dialect.Driver[TTx], insert func(ctx conte
 		return err
 	}
 	t.schemes[schemeIdem], t.schemes[schemeReadFirst], t.schemes[schemeClaimOnly] = doOn(store, insert), doOn(readFirst, insert), doOn(claimOnly, insert)
+	t.schemes[schemeIdemCall], t.consume = doOn(store, withCall(insert, providerDelay)), queueOn(store, insert)
+	if _, ok := drv.Dialect().(dialect.Leaser); ok {
+		t.schemes[schemeLease], t.schemes[schemeLeaseCall] = leaseOn(store, insert, 0), leaseOn(store, insert, providerDelay)
+		t.storm = stormOn(drv, t.keys, insert)
+	}
 	// The two purge modes are Store.Purge on stores that differ only in
 	// Config.PurgeDutyCycle: back to back (1), and paced (duty).
 	t.purge = func(ctx context.Context, duty float64) (idem.PurgeResult, error) {
