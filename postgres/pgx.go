@@ -85,7 +85,7 @@ func (d *Driver) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.
 	if err != nil {
 		return nil, err
 	}
-	return &pgxTx{ctx: ctx, conn: conn, opts: pgx.TxOptions{IsoLevel: pgxLevel(level)}}, nil
+	return &pgxTx{ctx: ctx, conn: conn.Conn(), release: conn.Release, opts: pgx.TxOptions{IsoLevel: pgxLevel(level)}}, nil
 }
 
 // pgxExecQuerier is what pgx.Tx, *pgx.Conn and *pgxpool.Pool have in common.

@@ -70,7 +70,9 @@
 //     the bare write: BEGIN+claim, the caller's statements, UPDATE+COMMIT;
 //   - through database/sql, Do's transactions run on a connection of their
 //     own, so statements that go together (a takeover's) are pipelined on it
-//     (sql.Conn.Raw); BEGIN and COMMIT go alone, as database/sql sends them.
+//     (sql.Conn.Raw); BEGIN and COMMIT go alone, as database/sql sends them,
+//     unless the *sql.DB was opened through HoldBegin (opt-in: it changes
+//     when BEGIN is sent for all code on the *sql.DB): then as on pgx.
 //
 // Both are dialect.Pipeliners; a wrapper around their transactions keeps
 // the pipelining by forwarding dialect.Pipeline and dialect.DeferToCommit,

@@ -19,13 +19,17 @@ type SQLDriver struct {
 	level   sql.IsolationLevel
 	pool    dialect.Queryer
 	dialect *postgresDialect
+	// held is set when db's connections hold BEGIN back (HoldBegin).
+	held bool
 }
 
 var _ dialect.Driver[*sql.Tx] = (*SQLDriver)(nil)
 
 // NewSQL returns an SQLDriver on db, after checking the server's version
 // (ctx bounds that). It refuses a *sql.DB of another driver
-// (lib/pq's errors could not be classified).
+// (lib/pq's errors could not be classified). On a *sql.DB opened through
+// HoldBegin, its transactions send BEGIN with the claim and the completion
+// with COMMIT.
 func NewSQL(ctx context.Context, db *sql.DB, opts Options) (*SQLDriver, error) {
 	if err := dialect.CheckSQLDB[*stdlib.Driver]("postgres", db, "github.com/jackc/pgx/v5/stdlib"); err != nil {
 		return nil, err
@@ -40,7 +44,24 @@ func NewSQL(ctx context.Context, db *sql.DB, opts Options) (*SQLDriver, error) {
 	if err := checkServer(ctx, pool); err != nil {
 		return nil, err
 	}
-	return &SQLDriver{db: db, level: opts.Isolation, pool: pool, dialect: newDialect()}, nil
+	held, err := holdsBegin(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	return &SQLDriver{db: db, level: opts.Isolation, pool: pool, dialect: newDialect(), held: held}, nil
+}
+
+// holdsBegin reports whether db's connections come from HoldBegin: all of
+// a *sql.DB's come from one connector.
+func holdsBegin(ctx context.Context, db *sql.DB) (bool, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return false, fmt.Errorf("postgres: inspect connection: %w", err)
+	}
+	defer conn.Close()
+	held := false
+	err = conn.Raw(func(dc any) error { _, held = dc.(*holdConn); return nil })
+	return held, err
 }
 
 // DB returns the *sql.DB the driver runs on, as NewSQL was given it.
@@ -61,7 +82,9 @@ func (d *SQLDriver) Wrap(tx *sql.Tx) (dialect.Queryer, error) { return dialect.N
 // Begin starts a transaction at the asked isolation level (the configured
 // one by default). It runs on a connection of its own, so that statements
 // that go together (a takeover's) are pipelined on it; database/sql sends
-// BEGIN by itself. A COMMIT lost with its connection is reported as
+// BEGIN by itself, unless the connection holds it back (HoldBegin): then
+// BEGIN goes with the claim and the completing UPDATE with COMMIT, as with
+// the pgx Driver. A COMMIT lost with its connection is reported as
 // ErrCommitUnknown.
 func (d *SQLDriver) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.Tx[*sql.Tx], error) {
 	level := opts.IsolationOr(d.level)
@@ -74,6 +97,9 @@ func (d *SQLDriver) Begin(ctx context.Context, opts dialect.BeginOptions) (diale
 	if err != nil {
 		return nil, err
 	}
+	if d.held {
+		return heldSQLTx{tx}, nil
+	}
 	return sqlTx{tx}, nil
 }
 
@@ -85,17 +111,56 @@ var _ dialect.Pipeliner = sqlTx{}
 // Pipeline sends stmts on the pgx connection under the transaction, in one
 // round trip; the server runs them inside the transaction.
 func (t sqlTx) Pipeline(ctx context.Context, stmts ...dialect.Statement) error {
-	err := t.Conn().Raw(func(dc any) error {
-		c, ok := dc.(*stdlib.Conn)
-		if !ok {
-			return fmt.Errorf("postgres: database/sql connection is a %T, not a *stdlib.Conn", dc)
-		}
+	return onConn(t.Conn(), func(c *stdlib.Conn) error {
 		// database/sql may have rolled the transaction back (its context
 		// ended); the batch must never run outside it.
 		if c.Conn().PgConn().TxStatus() == 'I' {
-			return dialect.Classified(dialect.ErrTxDone, errors.New("postgres: the transaction has ended"))
+			return errEnded
 		}
 		return sendBatch(ctx, c.Conn(), batchOf(stmts...))
+	})
+}
+
+var errEnded = dialect.Classified(dialect.ErrTxDone, errors.New("postgres: the transaction has ended"))
+
+// heldSQLTx is a transaction on a HoldBegin connection: its pgxTx sends
+// BEGIN with the first pipeline and holds a statement for COMMIT.
+type heldSQLTx struct{ *dialect.SQLTx }
+
+var (
+	_ dialect.Pipeliner      = heldSQLTx{}
+	_ dialect.CommitDeferrer = heldSQLTx{}
+)
+
+// Pipeline sends stmts in one round trip, with BEGIN when it is held.
+func (t heldSQLTx) Pipeline(ctx context.Context, stmts ...dialect.Statement) error {
+	return onConn(t.Conn(), func(c *holdConn) error {
+		if c.tx == nil {
+			return errEnded
+		}
+		return c.tx.Pipeline(ctx, stmts...)
+	})
+}
+
+// DeferToCommit holds stmt for COMMIT; it declines before BEGIN was sent.
+func (t heldSQLTx) DeferToCommit(stmt dialect.Statement) bool {
+	held := false
+	_ = onConn(t.Conn(), func(c *holdConn) error {
+		held = c.tx != nil && c.tx.DeferToCommit(stmt)
+		return nil
+	})
+	return held
+}
+
+// onConn runs fn on the transaction's database/sql connection, which must
+// be a C.
+func onConn[C any](conn *sql.Conn, fn func(C) error) error {
+	err := conn.Raw(func(dc any) error {
+		c, ok := dc.(C)
+		if !ok {
+			return fmt.Errorf("postgres: database/sql connection is a %T, not a %T", dc, *new(C))
+		}
+		return fn(c)
 	})
 	if errors.Is(err, sql.ErrConnDone) {
 		return dialect.Classified(dialect.ErrTxDone, err)

@@ -6,13 +6,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idem/dialect"
 )
 
-// pgxTx is the transaction the pgx Driver begins for the core. It saves the
-// round trips that carry nothing but transaction control:
+// pgxTx is the transaction the pgx Driver begins for the core, and the one
+// under every database/sql transaction on a HoldBegin connection. It saves
+// the round trips that carry nothing but transaction control:
 //
 //   - BEGIN is sent with the first statements, in one pipeline (pgx's
 //     Batch.BeginTx), so BEGIN and the claim cost one round trip;
@@ -26,9 +26,12 @@ import (
 // pgx transaction does.
 type pgxTx struct {
 	ctx  context.Context // Begin's, for a BEGIN that Native sends alone
-	conn *pgxpool.Conn   // nil once released
-	opts pgx.TxOptions
-	tx   pgx.Tx // set once BEGIN was sent
+	conn *pgx.Conn       // nil once the transaction ended
+	// release gives the connection back when the transaction ends (a
+	// pool's); nil for a connection database/sql owns (HoldBegin).
+	release func()
+	opts    pgx.TxOptions
+	tx      pgx.Tx // set once BEGIN was sent
 	// native is what Native returned; it is closed when the transaction
 	// ends.
 	native *nativeTx
@@ -61,7 +64,7 @@ func (t *pgxTx) begin(ctx context.Context) error {
 	if t.tx != nil {
 		return nil
 	}
-	tx, err := t.conn.Conn().BeginTx(ctx, t.opts)
+	tx, err := t.conn.BeginTx(ctx, t.opts)
 	if err != nil {
 		t.finish()
 		return err
@@ -124,10 +127,10 @@ func (t *pgxTx) Pipeline(ctx context.Context, stmts ...dialect.Statement) error 
 	withBegin := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(b.QueuedQueries)+1)}
 	withBegin.BeginTx(t.opts)
 	withBegin.QueuedQueries = append(withBegin.QueuedQueries, b.QueuedQueries...)
-	br := t.conn.Conn().SendBatch(ctx, withBegin)
+	br := t.conn.SendBatch(ctx, withBegin)
 	tx := br.Tx()
 	err := br.Close()
-	if t.conn.Conn().PgConn().TxStatus() == 'I' || t.conn.Conn().IsClosed() {
+	if t.conn.PgConn().TxStatus() == 'I' || t.conn.IsClosed() {
 		// BEGIN itself failed: no transaction is open.
 		t.finish()
 		return err
@@ -221,10 +224,11 @@ func (t *pgxTx) finish() {
 	if t.native != nil {
 		t.native.Tx = closedTx
 	}
-	if t.conn != nil {
-		t.conn.Release() // a connection left inside a transaction is closed
-		t.conn = nil
+	if t.release != nil {
+		t.release() // a pool closes a connection left inside a transaction
+		t.release = nil
 	}
+	t.conn = nil
 }
 
 // nativeTx is the pgx.Tx Native hands out. It forwards to the transaction,

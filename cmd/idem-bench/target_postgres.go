@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/idemkit/idem/dialect"
 	"github.com/idemkit/idem/postgres"
 )
 
@@ -114,7 +113,7 @@ func newPgSQLTarget(dsn, prefix string, conns int, via *delayProxy, lazy bool) (
 	cc.DialFunc = countingDialer(w, func() protocol { return &pgProtocol{} }, via)
 	name, db := "postgres/sql", stdlib.OpenDB(*cc)
 	if lazy {
-		name, db = "postgres/sql-lazy", sql.OpenDB(newLazyConnector(*cc))
+		name, db = "postgres/sql-lazy", sql.OpenDB(postgres.HoldBegin(stdlib.GetConnector(*cc)))
 	}
 	db.SetMaxOpenConns(conns)
 	db.SetMaxIdleConns(conns)
@@ -125,16 +124,11 @@ func newPgSQLTarget(dsn, prefix string, conns int, via *delayProxy, lazy bool) (
 	t.db = db
 	postgresAdmin(ctx, t, sqlExec(db), func(ctx context.Context, s string, args ...any) pgx.Row { return db.QueryRowContext(ctx, s, args...) })
 	insert := sqlInsert(t.orders, "$1, $2")
-	// database/sql sends each statement alone, idem's included (the lazy
-	// connector holds BEGIN back for idem's driver only): the floor and
+	// database/sql sends each statement alone, idem's included (a held
+	// BEGIN saves round trips in idem's transactions only): the floor and
 	// the seed go as the bare write does.
 	yardsticks[*sql.Tx]{plain: sqlBegin(db), idem: sqlBegin(db), write: insert, sql: newSeedSQL("postgres", t.keys)}.add(t)
-	var drv dialect.Driver[*sql.Tx]
-	if lazy {
-		drv, err = newLazyDriver(db)
-	} else {
-		drv, err = postgres.NewSQL(ctx, db, postgres.Options{})
-	}
+	drv, err := postgres.NewSQL(ctx, db, postgres.Options{})
 	if err == nil {
 		err = storeOps(t, drv, insert)
 	}

@@ -30,11 +30,14 @@ var levels = []struct {
 	{"serializable", sql.LevelSerializable},
 }
 
-// server is the pool and *sql.DB every test in this binary shares.
+// server is the pool and the *sql.DBs every test in this binary shares.
 var server struct {
 	once sync.Once
 	pool *pgxpool.Pool
 	db   *sql.DB
+	// held is a *sql.DB on the same pool whose connections hold BEGIN back
+	// (postgres.HoldBegin).
+	held *sql.DB
 	err  error
 }
 
@@ -56,6 +59,7 @@ func connect(t *testing.T) (*pgxpool.Pool, *sql.DB) {
 		}
 		server.err = server.pool.Ping(ctx)
 		server.db = stdlib.OpenDBFromPool(server.pool)
+		server.held = sql.OpenDB(postgres.HoldBegin(stdlib.GetPoolConnector(server.pool)))
 	})
 	if server.err != nil {
 		t.Fatalf("connect to PostgreSQL: %v", server.err)
@@ -97,13 +101,22 @@ func TestConformancePgx(t *testing.T) {
 }
 
 func TestConformanceDatabaseSQL(t *testing.T) {
+	conformanceSQL(t, "postgres/database-sql", func(t *testing.T) *sql.DB {
+		_, db := connect(t)
+		return db
+	}, func(pool *pgxpool.Pool) *sql.DB { return stdlib.OpenDBFromPool(pool) })
+}
+
+// conformanceSQL runs the suite at every level on database/sql: on the
+// *sql.DB that db returns, and for the broken COMMITs on one that fromPool
+// opens on a pool of its own.
+func conformanceSQL(t *testing.T, name string, db func(*testing.T) *sql.DB, fromPool func(*pgxpool.Pool) *sql.DB) {
 	for _, l := range levels {
 		t.Run(l.name, func(t *testing.T) {
 			conformance.Run(t, conformance.Backend[*sql.Tx]{
-				Name: "postgres/database-sql/" + l.name,
+				Name: name + "/" + l.name,
 				Open: func(t *testing.T) dialect.Driver[*sql.Tx] {
-					_, db := connect(t)
-					d, err := postgres.NewSQL(t.Context(), db, postgres.Options{Isolation: l.level})
+					d, err := postgres.NewSQL(t.Context(), db(t), postgres.Options{Isolation: l.level})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -111,12 +124,11 @@ func TestConformanceDatabaseSQL(t *testing.T) {
 				},
 				InsertLegacy: insertLegacy,
 				BeginReadOnly: func(t *testing.T, _ dialect.Driver[*sql.Tx]) *sql.Tx {
-					_, db := connect(t)
-					return conformance.BeginReadOnlySQL(t, db, "")
+					return conformance.BeginReadOnlySQL(t, db(t), "")
 				},
 				BreakCommit: func(t *testing.T) conformance.CommitBreaker[*sql.Tx] {
 					return commitBreaker(t, func(pool *pgxpool.Pool) (dialect.Driver[*sql.Tx], error) {
-						db := stdlib.OpenDBFromPool(pool)
+						db := fromPool(pool)
 						t.Cleanup(func() { db.Close() })
 						return postgres.NewSQL(t.Context(), db, postgres.Options{Isolation: l.level})
 					})
