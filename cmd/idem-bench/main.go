@@ -9,8 +9,8 @@
 // throughput (median and spread), latency, round trips and statements per
 // request (decoded from its own sockets), CPU per request of the client and
 // the database container, ratios to the yardsticks, claims on tables of up
-// to 10 M records and claims during a purge. -plot draws throughput against
-// clients. The README's Performance section shows how the reports in
+// to 10 M records, claims during a purge, writes per request, lease mode
+// and queue consumers. The README's Performance section shows how the reports in
 // docs/bench were made; docs/bench/alternatives.md records the
 // measurements it once made.
 //
@@ -18,8 +18,8 @@
 // IDEM_POSTGRES_IMAGE and IDEM_MYSQL_IMAGE) and removes at the end, or the
 // servers IDEM_POSTGRES_DSN and IDEM_MYSQL_DSN name; it dials loopback
 // only. Every cell is bounded by -duration and -max-ops, the whole run by
-// -timeout. A cell with a failed request is excluded from the tables and
-// plots, listed, and the command exits with status 1. A quick look:
+// -timeout. A cell with a failed request is excluded from the tables,
+// listed, and the command exits with status 1. A quick look:
 //
 //	go run ./cmd/idem-bench -backends pgx -clients 16 -paths bare,seed,idem,replay -purge-rows 0
 package main
@@ -71,8 +71,6 @@ type options struct {
 	mysqlParams string
 	timeout     time.Duration
 	out         string
-	plot        string
-	plotPaths   []path
 	allowErrors bool
 }
 
@@ -131,8 +129,6 @@ func main() {
 	flag.StringVar(&o.mysqlParams, "mysql-params", "", "extra go-sql-driver DSN parameters for the mysql backends, e.g. clientFoundRows=true")
 	flag.DurationVar(&o.timeout, "timeout", 4*time.Hour, "bound on the whole run")
 	flag.StringVar(&o.out, "out", "", "also write the report to this file")
-	flag.StringVar(&o.plot, "plot", "", "draw throughput against clients per backend into this PNG file")
-	listVar(&o.plotPaths, "plot-paths", "bare,floor,seed,idem,replay", "paths the plot draws", parsePath)
 	flag.BoolVar(&o.allowErrors, "allow-errors", false, "exit 0 even when cells had failed requests (they are still excluded)")
 	flag.Parse()
 	slices.Sort(o.scaleRows)
@@ -262,13 +258,6 @@ func run(ctx context.Context, o options) (err error) {
 		w = io.MultiWriter(os.Stdout, f)
 	}
 	rep.write(w)
-	if o.plot != "" {
-		if perr := rep.plot(o.plot, o.plotPaths); perr != nil {
-			err = errors.Join(err, fmt.Errorf("plot: %w", perr))
-		} else {
-			logf("plot written to %s", o.plot)
-		}
-	}
 	if len(rep.excluded()) > 0 && !o.allowErrors {
 		err = errors.Join(err, errExcluded)
 	}

@@ -316,7 +316,7 @@ func (r *report) writeExcluded(w io.Writer) {
 	if len(bad) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "### Excluded cells\n\nThese cells had failed requests; they are left out of every ratio and plot.\n\n")
+	fmt.Fprintf(w, "### Excluded cells\n\nThese cells had failed requests; they are left out of every ratio.\n\n")
 	fmt.Fprintf(w, "| backend | clients | path | failed | succeeded | first error |\n|---|---:|---|---:|---:|---|\n")
 	for _, s := range bad {
 		fmt.Fprintf(w, "| %s | %d | %s | %d | %d | %v |\n", s.target, s.clients, s.path, s.errors, s.ops, s.firstErr)

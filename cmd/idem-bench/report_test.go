@@ -3,20 +3,15 @@ package main
 import (
 	"bytes"
 	"errors"
-	"image/png"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/idemkit/idem"
 )
 
 // syntheticReport is a run's report with made-up cells: three backends,
 // four levels, three rounds of each path, one cell with failed requests.
 func syntheticReport() *report {
-	r := &report{opts: options{clients: []int{1, 4, 16, 64}, rounds: 3, duration: time.Second, plotPaths: []path{pathBare, pathFloor, pathSeed, pathIdem, pathReplay}}, started: time.Now()}
+	r := &report{opts: options{clients: []int{1, 4, 16, 64}, rounds: 3, duration: time.Second}, started: time.Now()}
 	rate := map[path]float64{pathBare: 1000, pathFloor: 800, pathSeed: 700, pathIdem: 720, pathReplay: 1600, pathReplayRF: 4200}
 	for ti, t := range []string{"sqlite", "postgres/pgx", "mariadb"} {
 		for _, c := range r.opts.clients {
@@ -61,30 +56,4 @@ func TestReportRatiosAndExclusions(t *testing.T) {
 	if !strings.Contains(out, "| sqlite | 1 | bare | 906 | 4% |") {
 		t.Errorf("report lacks the spread of the rounds:\n%s", out)
 	}
-}
-
-func TestPlotDrawsAPanelPerBackend(t *testing.T) {
-	r := syntheticReport()
-	name := filepath.Join(os.Getenv("IDEM_BENCH_PLOT_DIR"), "plot.png")
-	if os.Getenv("IDEM_BENCH_PLOT_DIR") == "" {
-		name = filepath.Join(t.TempDir(), "plot.png")
-	}
-	if err := r.plot(name, r.opts.plotPaths); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Two panels a row, two rows for three backends, 6 × 4 inches each at
-	// 96 dpi.
-	if b := img.Bounds(); b.Dx() != 2*6*96 || b.Dy() != 2*4*96 {
-		t.Fatalf("image %v, want %dx%d", b, 2*6*96, 2*4*96)
-	}
-	_ = idem.Won
 }

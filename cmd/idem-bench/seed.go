@@ -293,6 +293,3 @@ func inlineValues(query string, args []any) (string, error) {
 	}
 	return b.String(), nil
 }
-
-// errRolledBack: COMMIT answered ROLLBACK (the transaction had failed).
-var errRolledBack = errors.New("COMMIT rolled back")

@@ -33,7 +33,7 @@ type cell struct {
 
 	// ops counts the requests that succeeded; only they count for
 	// throughput and latency. A cell with errors is excluded from the
-	// tables and plots, and reported.
+	// tables, and reported.
 	ops      int64
 	errors   int64
 	firstErr error
