@@ -122,7 +122,7 @@ func stormAndQueue(ctx context.Context, o options, t *target, srv *servers, runI
 			if err != nil {
 				return fmt.Errorf("takeover storm: %w", err)
 			}
-			c := measure(ctx, t, o.storm*o.stormRacers, 2*time.Minute, int64(o.storm*o.stormRacers), fn)
+			c := measure(ctx, t, o.storm*o.stormRacers, 2*time.Minute, int64(o.storm*o.stormRacers), fn, nil)
 			c.path = "storm"
 			rep.add(c)
 			check := "every key completed exactly once"

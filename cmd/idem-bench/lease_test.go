@@ -59,7 +59,7 @@ func TestTakeoverStormOnSQLite(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := countOrders(t, tg)
-	c := measure(t.Context(), tg, keys*racers, time.Minute, keys*racers, fn)
+	c := measure(t.Context(), tg, keys*racers, time.Minute, keys*racers, fn, nil)
 	if c.errors > 0 || c.outcomes[idem.Won] != keys || c.outcomes[idem.Won]+c.outcomes[idem.Replay]+c.outcomes[idem.InFlight] != keys*racers {
 		t.Fatalf("storm: outcomes %v, %d errors (first %v), want %d won of %d", c.outcomes, c.errors, c.firstErr, keys, keys*racers)
 	}

@@ -304,7 +304,7 @@ func benchTarget(ctx context.Context, o options, t *target, runID string, rep *r
 				// round: complete some keys with it, unrecorded.
 				of, _ := defOf(d.of)
 				oks := newKeySpace(runID, d.of+"-feed", c, r)
-				cl := measure(ctx, t, c, dur, o.maxOps, ops(t, of, oks, keySpace{}, 0))
+				cl := measure(ctx, t, c, dur, o.maxOps, ops(t, of, oks, keySpace{}, 0), nil)
 				prev = completed{oks, cl.outcomes[idem.Won]}
 				done[d.of] = prev
 			}
@@ -313,7 +313,7 @@ func benchTarget(ctx context.Context, o options, t *target, runID string, rep *r
 				return
 			}
 		}
-		cl := measure(ctx, t, c, dur, o.maxOps, ops(t, d, ks, prev.keys, prev.n))
+		cl := measure(ctx, t, c, dur, o.maxOps, ops(t, d, ks, prev.keys, prev.n), nil)
 		if d.of == "" {
 			done[d.name] = completed{ks, cl.outcomes[idem.Won]}
 		}
@@ -421,7 +421,7 @@ func purgeTest(ctx context.Context, o options, t *target, runID string, duty flo
 	def, _ := defOf(pathIdem)
 	claims := func(name string, dur time.Duration, stop *atomic.Bool) *cell {
 		ks := newKeySpace(runID, path(fmt.Sprintf("purge-%s-%g-%d", name, duty, repeat)), o.purgeConc, 0)
-		return measureUntil(ctx, t, o.purgeConc, dur, o.maxOps, ops(t, def, ks, keySpace{}, 0), stop)
+		return measure(ctx, t, o.purgeConc, dur, o.maxOps, ops(t, def, ks, keySpace{}, 0), stop)
 	}
 	claims("warm", o.warmup, nil)
 	res.before = claims("before", o.purgeWindow, nil)

@@ -118,7 +118,7 @@ func queueRun(ctx context.Context, o options, t *target, js jetstream.JetStream,
 			return 0, err
 		}
 		return handle(msg)
-	})
+	}, nil)
 	c.path = path("queue-" + consumer)
 	if c.ops < int64(o.queue) {
 		return c, fmt.Errorf("acked %d of %d messages: %w", c.ops, o.queue, ctx.Err())

@@ -73,8 +73,8 @@ func scaleTest(ctx context.Context, o options, t *target, runID string) ([]*scal
 		def := pathDef{name: path(fmt.Sprintf("scale-%d", n)), scheme: schemeIdem}
 		withStore := *t
 		withStore.schemes = map[string]scheme{schemeIdem: send}
-		measure(ctx, &withStore, o.scaleConc, o.warmup, o.maxOps, ops(&withStore, def, newKeySpace(runID, def.name+"-warm", o.scaleConc, 0), keySpace{}, 0))
-		res.claims = measure(ctx, &withStore, o.scaleConc, o.scaleWindow, o.maxOps, ops(&withStore, def, newKeySpace(runID, def.name, o.scaleConc, 0), keySpace{}, 0))
+		measure(ctx, &withStore, o.scaleConc, o.warmup, o.maxOps, ops(&withStore, def, newKeySpace(runID, def.name+"-warm", o.scaleConc, 0), keySpace{}, 0), nil)
+		res.claims = measure(ctx, &withStore, o.scaleConc, o.scaleWindow, o.maxOps, ops(&withStore, def, newKeySpace(runID, def.name, o.scaleConc, 0), keySpace{}, 0), nil)
 		res.claims.path = def.name
 		logf("%s: %d records: claims %8.0f/s p50 %.2fms p99 %.2fms errors %d", t.name, res.loaded, res.claims.throughput(),
 			ms(res.claims.percentile(.5)), ms(res.claims.percentile(.99)), res.claims.errors)

@@ -61,15 +61,11 @@ func (c *cell) percentile(p float64) time.Duration {
 	return c.lat[i]
 }
 
-// measure runs fn from clients goroutines until dur has passed or maxOps
-// requests were sent. Requests in flight at the deadline finish and count;
-// requests that fail are counted apart and not in throughput.
-func measure(ctx context.Context, t *target, clients int, dur time.Duration, maxOps int64, fn op) *cell {
-	return measureUntil(ctx, t, clients, dur, maxOps, fn, nil)
-}
-
-// measureUntil is measure that also stops once stop is set.
-func measureUntil(ctx context.Context, t *target, clients int, dur time.Duration, maxOps int64, fn op, stop *atomic.Bool) *cell {
+// measure runs fn from clients goroutines until dur has passed, maxOps
+// requests were sent or stop (when not nil) is set. Requests in flight at
+// the deadline finish and count; requests that fail are counted apart and
+// not in throughput.
+func measure(ctx context.Context, t *target, clients int, dur time.Duration, maxOps int64, fn op, stop *atomic.Bool) *cell {
 	c := &cell{target: t.name, clients: clients}
 	var (
 		next     atomic.Int64

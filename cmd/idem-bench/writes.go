@@ -46,7 +46,10 @@ func probeWrites(ctx context.Context, t *target, send scheme, p path, keys strin
 		// after which the WAL starts over.
 		n = min(n, 100)
 	}
-	before, err := quietWrites(ctx, t, keys)
+	// Before: once the counters hold still (the earlier cells' background
+	// work stays out). After: once PostgreSQL's backends, which report a
+	// moment after they go idle, counted every insert (others report -1).
+	before, err := waitWrites(ctx, t, keys, func(prev, c writeCounts) bool { return prev == c })
 	if err != nil {
 		return nil, err
 	}
@@ -55,40 +58,27 @@ func probeWrites(ctx context.Context, t *target, send scheme, p path, keys strin
 			return nil, fmt.Errorf("%s: request %d: %w", p, i, err)
 		}
 	}
-	res := &writesResult{target: t.name, path: p, records: records, n: n}
-	after, err := t.writes(ctx, keys, t.orders)
-	// PostgreSQL's backends report their table counts a moment after they
-	// go idle: wait (at most 15 s) until every insert is counted. Other
-	// servers report no inserts (-1).
-	for deadline := time.Now().Add(15 * time.Second); err == nil && before.inserts >= 0 && after.inserts-before.inserts < n && time.Now().Before(deadline); {
-		time.Sleep(250 * time.Millisecond)
-		after, err = t.writes(ctx, keys, t.orders)
-	}
-	if err != nil {
-		return nil, err
-	}
-	res.hotSeen = before.inserts >= 0 && after.inserts-before.inserts >= n
-	res.d = writeCounts{after.logBytes - before.logBytes, after.pages - before.pages, after.inserts - before.inserts,
+	after, err := waitWrites(ctx, t, keys, func(_, c writeCounts) bool { return c.inserts < 0 || c.inserts-before.inserts >= n })
+	d := writeCounts{after.logBytes - before.logBytes, after.pages - before.pages, after.inserts - before.inserts,
 		after.updates - before.updates, after.hot - before.hot}
 	logf("%s: writes of %s on %d records: %.0f log bytes, %.2f pages per request; %d updates, %d HOT",
-		t.name, p, records, float64(res.d.logBytes)/float64(n), float64(res.d.pages)/float64(n), res.d.updates, res.d.hot)
-	return res, nil
+		t.name, p, records, float64(d.logBytes)/float64(n), float64(d.pages)/float64(n), d.updates, d.hot)
+	return &writesResult{t.name, p, records, n, d, before.inserts >= 0 && d.inserts >= n}, err
 }
 
-// quietWrites reads the counters once they hold still for half a second
-// (at most 15 s): the earlier cells' background work (InnoDB's purge,
-// PostgreSQL's late table counts) stays out of the probe.
-func quietWrites(ctx context.Context, t *target, keys string) (writeCounts, error) {
-	c, err := t.writes(ctx, keys, t.orders)
+// waitWrites reads the counters every 250 ms until done(previous, latest)
+// holds, at most 15 s.
+func waitWrites(ctx context.Context, t *target, keys string, done func(prev, c writeCounts) bool) (writeCounts, error) {
+	prev, err := t.writes(ctx, keys, t.orders)
 	for deadline := time.Now().Add(15 * time.Second); err == nil && time.Now().Before(deadline); {
-		time.Sleep(500 * time.Millisecond)
-		next, nerr := t.writes(ctx, keys, t.orders)
-		if nerr != nil || next == c {
-			return next, nerr
+		time.Sleep(250 * time.Millisecond)
+		c, err := t.writes(ctx, keys, t.orders)
+		if err != nil || done(prev, c) {
+			return c, err
 		}
-		c = next
+		prev = c
 	}
-	return c, err
+	return prev, err
 }
 
 // writesTest probes the bare write, the seed's SQL and Store.Do on the
