@@ -33,6 +33,7 @@ func cgroupCPU(containerID string) func() time.Duration {
 	for _, v2 := range []string{
 		"/sys/fs/cgroup/system.slice/docker-" + containerID + ".scope/cpu.stat",
 		"/sys/fs/cgroup/docker/" + containerID + "/cpu.stat",
+		"/sys/fs/cgroup/unified/docker/" + containerID + "/cpu.stat", // hybrid: v2 beside v1
 	} {
 		if _, err := readUsageUsec(v2); err == nil {
 			return func() time.Duration { n, _ := readUsageUsec(v2); return time.Duration(n) * time.Microsecond }
