@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"reflect"
 	"time"
 
@@ -151,6 +152,13 @@ func DefaultStoreStatus(status int) bool {
 // the grace; Store.Purge deletes it after that.
 func ExpiryGrace(retention time.Duration) time.Duration {
 	return max(min(retention/10, time.Minute), 0)
+}
+
+// claimRetention is the retention a claim sets: retention plus its grace,
+// saturated, so that a retention near the largest Duration ("keep for
+// ever") does not wrap into an expiry in the past.
+func claimRetention(retention time.Duration) time.Duration {
+	return retention + min(ExpiryGrace(retention), math.MaxInt64-retention)
 }
 
 // leaseFits checks Lease against Retention and WaitBound. Store.New
@@ -417,7 +425,7 @@ func (c *core) claim(ctx context.Context, q dialect.Queryer, req Request) (*Clai
 		Key:         req.Key,
 		Fingerprint: req.Fingerprint[:],
 		Now:         c.now(),
-		Retention:   c.cfg.Retention + ExpiryGrace(c.cfg.Retention),
+		Retention:   claimRetention(c.cfg.Retention),
 		WaitBound:   c.cfg.WaitBound,
 	})
 	if err != nil {

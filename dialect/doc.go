@@ -107,7 +107,13 @@
 //     (PostgreSQL's 23505 does).
 //   - Complete is a separate statement. Folded into the claim (a
 //     data-modifying CTE) it could not see the claimed row. It also moves
-//     the expiry: expires_at = now + CompleteArgs.Retention.
+//     the expiry, but only forward: expires_at = GREATEST(expires_at, now +
+//     CompleteArgs.Retention). The claim's expiry (ClaimArgs.Retention)
+//     already includes idem.ExpiryGrace, so a completion within the grace
+//     leaves it, and writes no indexed column; on a database that rewrites
+//     an index whenever its column is named in SET, even to the same value
+//     (SQLite), leave expires_at out of the fast statement (see the sqlite
+//     package's complete and complete_late).
 //   - Visibility: a loser must read the latest committed record, whatever
 //     snapshot the caller's transaction took before the claim (a locking
 //     read on InnoDB), or fail with an error Classify maps to

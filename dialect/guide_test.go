@@ -117,7 +117,7 @@ ON CONFLICT (scope, idem_key) DO NOTHING RETURNING true`,
 	created_at = ` + now + `, expires_at = ` + now + ` + $5 * interval '1 microsecond'
 WHERE scope = $1 AND idem_key = $2 AND expires_at <= ` + now,
 		complete: `UPDATE ` + n + ` SET status = $1, header = $2, body = $3,
-	expires_at = COALESCE($7::timestamptz, statement_timestamp()) + $8 * interval '1 microsecond'
+	expires_at = GREATEST(expires_at, COALESCE($7::timestamptz, statement_timestamp()) + $8 * interval '1 microsecond')
 WHERE scope = $4 AND idem_key = $5 AND fingerprint = $6 AND status IS NULL`,
 		read: `SELECT scope, idem_key, fingerprint, status, header, body, created_at, expires_at
 FROM ` + n + ` WHERE scope = $1 AND idem_key = $2 AND expires_at > COALESCE($3::timestamptz, statement_timestamp())`,

@@ -42,7 +42,11 @@ import (
 //     Commit. A level that pgx's driver refuses (sql.LevelLinearizable) is
 //     still refused by BeginTx.
 //   - A transaction that runs no statement sends nothing: its Commit and
-//     Rollback cost no round trip and cannot fail.
+//     Rollback cost no round trip and no server error can come back
+//     (database/sql's own, such as a context's end, still can).
+//   - The server's transaction starts at its first statement, not at
+//     BeginTx: transaction_timestamp() (now()) and pg_stat_activity's
+//     xact_start say when that statement came.
 //   - In idem's transactions (NewSQL's Begin) the completing UPDATE is held
 //     for COMMIT: it runs at Commit, in COMMIT's round trip; when it fails,
 //     COMMIT is not reached, the transaction rolls back and Commit returns

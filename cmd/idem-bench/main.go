@@ -42,36 +42,18 @@ import (
 	"github.com/idemkit/idem"
 )
 
+// options are the flags' values (see their usage in main).
 type options struct {
-	backends    []string
-	clients     []int
-	paths       []path
-	duration    time.Duration
-	warmup      time.Duration
-	rounds      int
-	maxOps      int64
-	purgeRows   int
-	purgeWindow time.Duration
-	purgeLimit  time.Duration
-	purgeConc   int
-	purgeDuty   []float64
-	purgeRepeat int
-	purgeOn     []string
-	scaleRows   []int64
-	scaleOn     []string
-	scaleConc   int
-	writesN     int64
-	scaleWindow time.Duration
-	scaleLimit  time.Duration
-	storm       int
-	stormRacers int
-	queue       int
-	queueConc   int
-	netRTT      time.Duration
-	mysqlParams string
-	timeout     time.Duration
-	out         string
-	allowErrors bool
+	backends, purgeOn, scaleOn                                                                 []string
+	clients                                                                                    []int
+	paths                                                                                      []path
+	duration, warmup, purgeWindow, purgeLimit, scaleWindow, scaleLimit, netRTT, timeout        time.Duration
+	rounds, purgeRows, purgeConc, purgeRepeat, scaleConc, storm, stormRacers, queue, queueConc int
+	maxOps, writesN                                                                            int64
+	purgeDuty                                                                                  []float64
+	scaleRows                                                                                  []int64
+	mysqlParams, out                                                                           string
+	allowErrors                                                                                bool
 }
 
 // backendNames are the -backends values; any but sqlite may end in
@@ -247,6 +229,10 @@ func run(ctx context.Context, o options) (err error) {
 			logf("%v", terr)
 			err = errors.Join(err, terr)
 		}
+		// Its connections go, so that the next targets on the same server
+		// stay within max_connections.
+		t.close()
+		t.close = func() {}
 	}
 	var w io.Writer = os.Stdout
 	if o.out != "" {

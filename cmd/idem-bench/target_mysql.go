@@ -116,7 +116,8 @@ func newMySQLTarget(dsn, params, prefix string, conns int, via *delayProxy) (*ta
 }
 
 // innodbWrites reads InnoDB's redo LSN (MariaDB's Innodb_lsn_current,
-// MySQL's Innodb_redo_log_current_lsn) and its buffer-pool page writes.
+// MySQL's Innodb_redo_log_current_lsn) and its buffer-pool write requests
+// (page changes in memory, not pages written to disk).
 func innodbWrites(ctx context.Context, db *sql.DB) (writeCounts, error) {
 	c := writeCounts{inserts: -1}
 	rows, err := db.QueryContext(ctx, `SHOW GLOBAL STATUS WHERE Variable_name IN
@@ -137,5 +138,11 @@ func innodbWrites(ctx context.Context, db *sql.DB) (writeCounts, error) {
 			c.logBytes = v
 		}
 	}
-	return c, rows.Err()
+	if err := rows.Err(); err != nil {
+		return c, err
+	}
+	if c.logBytes == 0 {
+		return c, errors.New("no redo LSN among the server's status variables")
+	}
+	return c, nil
 }

@@ -72,7 +72,11 @@ func newSQLiteTarget(dir string, conns int) (*target, error) {
 	// The WAL's frames since the probe emptied it, each a page and a
 	// 24-byte header.
 	t.writesReset = func(ctx context.Context) error {
-		_, err := db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
+		var busy, frames, done int64
+		err := db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &frames, &done)
+		if err == nil && (busy != 0 || frames != 0) {
+			err = fmt.Errorf("the WAL could not be emptied (busy %d, %d frames)", busy, frames)
+		}
 		return err
 	}
 	t.writes = func(ctx context.Context, _ ...string) (writeCounts, error) {
