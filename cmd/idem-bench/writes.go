@@ -8,14 +8,8 @@ import (
 	"time"
 )
 
-// The writes probe: what one request writes, from the server's own
-// counters, over -writes requests sent one after another (no other load).
-// PostgreSQL: WAL bytes (the LSN's advance), full-page images and the HOT
-// share of the idem table's updates (pg_stat_user_tables, read once the
-// backends have reported them). InnoDB: redo bytes (the LSN's advance) and
-// buffer-pool page writes. SQLite: WAL frames (pages) and their bytes.
-
-// writeCounts are a server's write counters at one moment.
+// writeCounts are a server's write counters at one moment, for the writes
+// probe: what one request writes, over -writes requests sent one at a time.
 type writeCounts struct {
 	logBytes int64 // WAL or redo bytes
 	pages    int64 // full-page images (PostgreSQL), page writes (InnoDB), WAL frames (SQLite)
@@ -48,22 +42,25 @@ func probeWrites(ctx context.Context, t *target, send scheme, p path, keys strin
 	}
 	// Before: once the counters hold still for a second (PostgreSQL's
 	// backends report at most once a second, so the earlier cells' counts
-	// stay out). After: once they counted every insert the path makes (the
-	// order, and the record but on the bare write); others report -1.
+	// stay out). After: once they counted every insert and update the path
+	// makes (the order; the record but on the bare write); others report
+	// -1. A backend whose report was put off (10 s) can still come late.
 	before, err := waitWrites(ctx, t, keys, time.Second, func(prev, c writeCounts) bool { return prev == c })
 	if err != nil {
 		return nil, err
 	}
-	want := 2 * n
+	want, wantUpdates := 2*n, n // the record's insert and update, the order
 	if p == pathBare {
-		want = n
+		want, wantUpdates = n, 0
 	}
 	for i := range n {
 		if _, err := send(ctx, request(ks, i, ""), i); err != nil {
 			return nil, fmt.Errorf("%s: request %d: %w", p, i, err)
 		}
 	}
-	after, err := waitWrites(ctx, t, keys, 250*time.Millisecond, func(_, c writeCounts) bool { return c.inserts < 0 || c.inserts-before.inserts >= want })
+	after, err := waitWrites(ctx, t, keys, 250*time.Millisecond, func(_, c writeCounts) bool {
+		return c.inserts < 0 || c.inserts-before.inserts >= want && c.updates-before.updates >= wantUpdates
+	})
 	if err == nil && after.logBytes < before.logBytes {
 		err = fmt.Errorf("%s: the log went back (%d to %d bytes): restarted during the probe", p, before.logBytes, after.logBytes)
 	}

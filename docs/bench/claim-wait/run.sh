@@ -33,7 +33,7 @@ for f in ../../../migrationfiles/golang-migrate/postgres/*.up.sql; do
 done
 id=$(docker inspect -f '{{.Id}}' "$name")
 stat=$(ls /sys/fs/cgroup/system.slice/docker-"$id".scope/cpu.stat /sys/fs/cgroup/docker/"$id"/cpu.stat \
-	/sys/fs/cgroup/unified/docker/"$id"/cpu.stat 2>/dev/null | head -1)
+	/sys/fs/cgroup/unified/docker/"$id"/cpu.stat 2>/dev/null | head -1 || true)
 for r in $(seq "$rounds"); do
 	for v in seed claim claim-flat restore-only; do
 		c0=$(awk '/usage_usec/{print $2}' "$stat")
