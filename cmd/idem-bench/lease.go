@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dialect"
+	"github.com/idemkit/idem/internal/backoff"
 )
 
 // providerDelay is the fake provider call of the -5ms paths.
@@ -18,26 +19,10 @@ const providerDelay = 5 * time.Millisecond
 // holders' leases last (WaitBound is half of it).
 const stormLease = 4 * time.Second
 
-// providerCall is the fake provider call: it takes d (none when 0), or
-// ends with ctx.
-func providerCall(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // withCall is write after the provider call, both in write's transaction.
 func withCall[TTx any](write func(ctx context.Context, tx TTx) error, d time.Duration) func(ctx context.Context, tx TTx) error {
 	return func(ctx context.Context, tx TTx) error {
-		if err := providerCall(ctx, d); err != nil {
+		if err := backoff.Sleep(ctx, d); err != nil {
 			return err
 		}
 		return write(ctx, tx)
@@ -49,7 +34,7 @@ func withCall[TTx any](write func(ctx context.Context, tx TTx) error, d time.Dur
 func leaseOn[TTx any](store *idem.Store[TTx], insert func(ctx context.Context, tx TTx) error, d time.Duration) scheme {
 	return func(ctx context.Context, req idem.Request, n int64) (idem.Outcome, error) {
 		res, err := store.DoLease(ctx, req, func(ctx context.Context, l *idem.Lease[TTx]) (idem.Response, error) {
-			if err := providerCall(ctx, d); err != nil {
+			if err := backoff.Sleep(ctx, d); err != nil {
 				return idem.Response{}, err
 			}
 			return response(n), l.RecordStep(ctx, "ordered", nil, insert)
@@ -92,7 +77,7 @@ func stormOn[TTx any](drv dialect.Driver[TTx], table string, insert func(ctx con
 				done[k].Add(1)
 			}
 			return res.Outcome, err
-		}, done, providerCall(ctx, stormLease+stormLease/10)
+		}, done, backoff.Sleep(ctx, stormLease+stormLease/10)
 	}
 }
 

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -31,20 +29,6 @@ func TestCompletedOnce(t *testing.T) {
 				t.Fatalf("completedOnce(%v) = %v, want an error with %q", tc.counts, err, tc.want)
 			}
 		})
-	}
-}
-
-// TestProviderCallHonoursContext: the fake call takes its time, and ends
-// at once with its context.
-func TestProviderCallHonoursContext(t *testing.T) {
-	start := time.Now()
-	if err := providerCall(t.Context(), providerDelay); err != nil || time.Since(start) < providerDelay {
-		t.Fatalf("providerCall: %v after %v, want nil after %v", err, time.Since(start), providerDelay)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
-	if err := providerCall(ctx, time.Hour); !errors.Is(err, context.Canceled) {
-		t.Fatalf("providerCall with an ended context: %v, want context.Canceled", err)
 	}
 }
 
