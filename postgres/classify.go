@@ -31,7 +31,7 @@ const (
 )
 
 // Classify maps SQLSTATE codes, pgx's closed-transaction error and lost
-// connections to the dialect meanings.
+// or closed connections to the dialect meanings.
 func (*postgresDialect) Classify(err error) error {
 	if err == nil || dialect.IsClassified(err) {
 		return err
@@ -42,7 +42,7 @@ func (*postgresDialect) Classify(err error) error {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
 		var ce *pgconn.ConnectError
-		if errors.As(err, &ce) || dialect.ConnectionLost(err) {
+		if errors.As(err, &ce) || errors.Is(err, pgconn.ErrConnClosed) || dialect.ConnectionLost(err) {
 			return dialect.Classified(dialect.ErrUnavailable, err)
 		}
 		return err

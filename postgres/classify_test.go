@@ -48,6 +48,11 @@ func TestClassify(t *testing.T) {
 	if err := d.Classify(pgx.ErrTxClosed); !errors.Is(err, dialect.ErrTxDone) {
 		t.Errorf("pgx.ErrTxClosed: %v, want ErrTxDone", err)
 	}
+	// A statement on a connection pgx closed when the server ended the
+	// session: the transaction is gone, a retry of it may succeed.
+	if err := d.Classify(fmt.Errorf("wrapped: %w", pgconn.ErrConnClosed)); !errors.Is(err, dialect.ErrUnavailable) {
+		t.Errorf("pgconn.ErrConnClosed: %v, want ErrUnavailable", err)
+	}
 	if d.Classify(nil) != nil {
 		t.Error("Classify(nil) is not nil")
 	}

@@ -30,7 +30,19 @@ type fakeServer struct {
 	// failBegin makes BEGIN fail (the first statement of a query that
 	// starts with it).
 	failBegin bool
+	// terminate ends the session at COMMIT as a server shutting down does
+	// (a FATAL 57P01, then the connection closes): before COMMIT runs, or
+	// right after COMMIT's result when the signal came while it ran.
+	terminate terminateAt
 }
+
+type terminateAt uint8
+
+const (
+	terminateNever terminateAt = iota
+	terminateBeforeCommit
+	terminateAfterCommit
+)
 
 func (s *fakeServer) sent() []string {
 	s.mu.Lock()
@@ -62,8 +74,12 @@ func (s *fakeServer) serve(c net.Conn) {
 		}
 		s.mu.Lock()
 		s.queries = append(s.queries, q.String)
-		failBegin := s.failBegin
+		failBegin, terminate := s.failBegin, s.terminate
 		s.mu.Unlock()
+		shutDown := func() {
+			be.Send(&pgproto3.ErrorResponse{Severity: "FATAL", Code: "57P01", Message: "terminating connection due to administrator command"})
+			_ = be.Flush()
+		}
 		fail := func(code string) {
 			be.Send(&pgproto3.ErrorResponse{Severity: "ERROR", Code: code, Message: "fake " + code})
 			if status == 'T' {
@@ -88,9 +104,16 @@ func (s *fakeServer) serve(c net.Conn) {
 			case strings.HasPrefix(stmt, "begin"):
 				status = 'T'
 				be.Send(&pgproto3.CommandComplete{CommandTag: []byte("BEGIN")})
+			case stmt == "commit" && terminate == terminateBeforeCommit:
+				shutDown()
+				return
 			case stmt == "commit":
 				status = 'I'
 				be.Send(&pgproto3.CommandComplete{CommandTag: []byte("COMMIT")})
+				if terminate == terminateAfterCommit {
+					shutDown()
+					return
+				}
 			case strings.Contains(stmt, "1/0"):
 				fail("22012")
 				break statements

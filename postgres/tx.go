@@ -175,29 +175,40 @@ func (t *pgxTx) Commit(ctx context.Context) error {
 		t.finish()
 		return nil
 	}
-	p := t.pending
-	if p == nil {
-		err := t.tx.Commit(ctx)
+	var (
+		tag pgconn.CommandTag
+		err error
+	)
+	if p := t.pending; p == nil {
+		// COMMIT alone, as pgx.Tx.Commit sends it, but keeping its tag.
+		tag, err = t.conn.Exec(ctx, "commit")
+	} else {
+		t.pending = nil
+		b := batchOf(*p)
+		b.Queue("commit").Exec(func(ct pgconn.CommandTag) error { tag = ct; return nil })
+		err = sendBatch(ctx, t.tx, b)
+	}
+	switch tag.String() {
+	case "COMMIT":
+		// The server reported the COMMIT done, so it committed, whatever
+		// error follows: a server shutting down ends the session with a
+		// FATAL (SQLSTATE 57P01) right after the COMMIT's result when its
+		// signal came while the COMMIT ran.
 		t.finish()
-		return commitError(err)
+		return nil
+	case "ROLLBACK":
+		if err == nil {
+			err = pgx.ErrTxCommitRollback
+		}
 	}
-	t.pending = nil
-	b := batchOf(*p)
-	var tag pgconn.CommandTag
-	b.Queue("commit").Exec(func(ct pgconn.CommandTag) error { tag = ct; return nil })
-	err := sendBatch(ctx, t.tx, b)
-	if err == nil && tag.String() == "ROLLBACK" {
-		err = pgx.ErrTxCommitRollback
-	}
-	if err != nil {
-		// Unless the connection broke, the pipeline stopped before
-		// COMMIT (or COMMIT rolled back): end the transaction.
+	if t.conn != nil && t.conn.PgConn().TxStatus() != 'I' {
+		// The pipeline stopped before COMMIT, or the connection broke:
+		// end the transaction (pgx closes a connection it cannot end it
+		// on).
 		_ = t.tx.Rollback(context.WithoutCancel(ctx))
-		t.finish()
-		return commitError(completionError(err))
 	}
 	t.finish()
-	return nil
+	return commitError(completionError(err))
 }
 
 // Rollback rolls back; it does nothing after Commit or Rollback.
