@@ -36,6 +36,7 @@ package conformance
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -217,6 +218,40 @@ func (e *env[TTx]) effect(ctx context.Context, tx TTx, label string) error {
 	}
 	_, err = q.Exec(ctx, "INSERT INTO "+e.effects+" (k) VALUES ('"+label+"')")
 	return err
+}
+
+// effectCounts counts the effect table's rows by label.
+func (e *env[TTx]) effectCounts() (map[string]int64, error) {
+	rows, err := e.Driver.Pool().Query(e.Ctx, "SELECT k, COUNT(*) FROM "+e.effects+" GROUP BY k")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	counts := map[string]int64{}
+	for rows.Next() {
+		var k string
+		var n int64
+		if err := rows.Scan(&k, &n); err != nil {
+			return nil, err
+		}
+		counts[k] = n
+	}
+	return counts, rows.Err()
+}
+
+// serverAnswers waits, within ctx, until a statement on the pool succeeds.
+func (e *env[TTx]) serverAnswers(ctx context.Context) error {
+	for {
+		_, err := e.Driver.Pool().Exec(ctx, "SELECT 1")
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the server does not answer: %w (last error: %v)", ctx.Err(), err)
+		case <-time.After(historyServerPoll):
+		}
+	}
 }
 
 // effectCount counts committed effects with label.

@@ -135,25 +135,6 @@ func (h *historyRun[TTx]) invariants() []string {
 	return bad
 }
 
-// effectCounts counts the effect table's rows by label.
-func (h *historyRun[TTx]) effectCounts() (map[string]int64, error) {
-	rows, err := h.Driver.Pool().Query(h.Ctx, "SELECT k, COUNT(*) FROM "+h.effects+" GROUP BY k")
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	counts := map[string]int64{}
-	for rows.Next() {
-		var k string
-		var n int64
-		if err := rows.Scan(&k, &n); err != nil {
-			return nil, err
-		}
-		counts[k] = n
-	}
-	return counts, rows.Err()
-}
-
 // again runs read, a read after the history, once more after an error
 // while the server was restarted during the history: the pool may still
 // hold connections the restart broke. Three tries at most.

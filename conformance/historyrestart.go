@@ -154,21 +154,6 @@ func (r *historyRestarts) restartServer() error {
 	return r.answers(ctx)
 }
 
-// serverAnswers waits, within ctx, until a statement on the pool succeeds.
-func (h *historyRun[TTx]) serverAnswers(ctx context.Context) error {
-	for {
-		_, err := h.Driver.Pool().Exec(ctx, "SELECT 1")
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("the server does not answer: %w (last error: %v)", ctx.Err(), err)
-		case <-time.After(historyServerPoll):
-		}
-	}
-}
-
 // awaitServer waits until the restart under way, if any, ends.
 func (h *historyRun[TTx]) awaitServer(ctx context.Context) {
 	if h.restarts != nil {

@@ -18,6 +18,18 @@ import (
 // by what the dialect reported, and the final checks hold once the server
 // is back.
 func TestHistoryRestart(t *testing.T) {
+	conformance.RunCases(t, restartBackend(t), []conformance.Case[*sql.Tx]{conformance.History[*sql.Tx]()})
+}
+
+// TestRestarts runs the Restarts case on a MySQL or MariaDB server of its
+// own: Do and lease work while the server restarts six times, every
+// outcome held to what the table holds.
+func TestRestarts(t *testing.T) {
+	conformance.RunCases(t, restartBackend(t), []conformance.Case[*sql.Tx]{conformance.Restarts[*sql.Tx]()})
+}
+
+// restartBackend is a Backend on a restartable server of t's own.
+func restartBackend(t *testing.T) conformance.Backend[*sql.Tx] {
 	srv := containers.RestartableMySQL(t)
 	db, err := sql.Open("mysql", srv.DSN+"?timeout=5s")
 	if err != nil {
@@ -31,7 +43,7 @@ func TestHistoryRestart(t *testing.T) {
 			t.Error("the server was never restarted")
 		}
 	})
-	conformance.RunCases(t, conformance.Backend[*sql.Tx]{
+	return conformance.Backend[*sql.Tx]{
 		Name: "mysql/restart",
 		Open: func(t *testing.T) dialect.Driver[*sql.Tx] {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -43,5 +55,5 @@ func TestHistoryRestart(t *testing.T) {
 			return d
 		},
 		Restart: srv.Restart,
-	}, []conformance.Case[*sql.Tx]{conformance.History[*sql.Tx]()})
+	}
 }

@@ -19,6 +19,20 @@ import (
 // then a kill): every operation that met a restart is modelled by what the
 // dialect reported, and the final checks hold once the server is back.
 func TestHistoryRestart(t *testing.T) {
+	conformance.RunCases(t, restartBackend(t), []conformance.Case[pgx.Tx]{conformance.History[pgx.Tx]()})
+}
+
+// TestRestarts runs the Restarts case on a PostgreSQL server of its own:
+// Do and lease work while the server restarts six times, every outcome
+// held to what the table holds. A fast shutdown that meets a COMMIT in
+// flight commits it and ends the session behind its result.
+func TestRestarts(t *testing.T) {
+	conformance.RunCases(t, restartBackend(t), []conformance.Case[pgx.Tx]{conformance.Restarts[pgx.Tx]()})
+}
+
+// restartBackend is a Backend on a restartable PostgreSQL server of t's
+// own, on a pool of pgx.
+func restartBackend(t *testing.T) conformance.Backend[pgx.Tx] {
 	srv := containers.RestartablePostgres(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -37,7 +51,7 @@ func TestHistoryRestart(t *testing.T) {
 			t.Error("the server was never restarted")
 		}
 	})
-	conformance.RunCases(t, conformance.Backend[pgx.Tx]{
+	return conformance.Backend[pgx.Tx]{
 		Name: "postgres/pgx/restart",
 		Open: func(t *testing.T) dialect.Driver[pgx.Tx] {
 			d, err := postgres.New(t.Context(), pool, postgres.Options{})
@@ -47,5 +61,5 @@ func TestHistoryRestart(t *testing.T) {
 			return d
 		},
 		Restart: srv.Restart,
-	}, []conformance.Case[pgx.Tx]{conformance.History[pgx.Tx]()})
+	}
 }

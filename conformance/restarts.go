@@ -1,0 +1,178 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+// The Restarts case: workers run Do and lease work on keys of their own,
+// each call writing one effect, while the server restarts under them, round
+// after round (Backend.Restart: a graceful stop and a kill, in turns). Then
+// every outcome is held to what the database holds. Nobody else uses a
+// call's key, so its outcome alone decides its effect:
+//
+//   - a Do that won and committed, a lease that completed: the effect is
+//     there, once;
+//   - a call that failed with a known failure: the effect is not there;
+//   - ErrCommitUnknown: either;
+//   - a Replay, Mismatch or InFlight, or ErrLeaseLost: never. Each says
+//     the call's own COMMIT committed while the store took it for a failure
+//     and tried again (a server that shuts down while a COMMIT runs can end
+//     the session right after COMMIT's result).
+
+const (
+	restartRounds  = 6
+	restartWorkers = 8
+	// restartLoad bounds a round's time, restartCalls each worker's calls
+	// in a round.
+	restartLoad  = 3 * time.Second
+	restartCalls = 2000
+	// restartWait bounds the wait for a restarted server to answer.
+	restartWait = 45 * time.Second
+)
+
+// Restarts is the case "Restarts"; it needs Backend.Restart and fails
+// without it. Run it alone, on a server of its own, as History:
+//
+//	conformance.RunCases(t, b, []conformance.Case[TTx]{conformance.Restarts[TTx]()})
+func Restarts[TTx any]() Case[TTx] {
+	return Case[TTx]{"Restarts", testRestarts[TTx]}
+}
+
+// restartCall is one call of the Restarts case and how it ended.
+type restartCall struct {
+	key   string
+	lease bool
+	// outcome is Do's, or a lost Lease's; Won once a lease completed.
+	outcome   idem.Outcome
+	committed bool
+	err       error
+}
+
+func testRestarts[TTx any](t *testing.T, b Backend[TTx]) {
+	if b.Restart == nil {
+		t.Fatalf("[%s] the Restarts case restarts the server: Backend.Restart is nil", b.Name)
+	}
+	f := NewFixture(t, b, FixtureOptions[TTx]{Config: idem.Config{
+		WaitBound: time.Second, Lease: 20 * time.Second, CommitTimeout: 5 * time.Second,
+	}})
+	e := &env[TTx]{Fixture: f, effects: f.CreateTable("fx", "k VARCHAR(255) NOT NULL")}
+	leases := e.leaseMode()
+	var (
+		mu    sync.Mutex
+		calls []restartCall
+		seq   atomic.Int64
+	)
+	for round := range restartRounds {
+		ctx, stop := context.WithTimeout(f.Ctx, restartLoad)
+		var wg sync.WaitGroup
+		for w := range restartWorkers {
+			lease := leases && w%2 == 1
+			wg.Go(func() {
+				for range restartCalls {
+					if ctx.Err() != nil {
+						return
+					}
+					c := e.restartCall(ctx, fmt.Sprintf("r%d", seq.Add(1)), lease)
+					mu.Lock()
+					calls = append(calls, c)
+					mu.Unlock()
+				}
+			})
+		}
+		time.Sleep(restartLoad / 6)
+		err := b.Restart(f.Ctx)
+		wg.Wait()
+		stop()
+		if err != nil {
+			t.Fatalf("[%s] restart in round %d: %v", b.Name, round+1, err)
+		}
+		wait, cancel := context.WithTimeout(f.Ctx, restartWait)
+		err = e.serverAnswers(wait)
+		cancel()
+		if err != nil {
+			t.Fatalf("[%s] after the restart in round %d: %v", b.Name, round+1, err)
+		}
+	}
+	effects, err := e.effectCounts()
+	if err != nil {
+		t.Fatalf("[%s] read the effects: %v", b.Name, err)
+	}
+	var won, failed, unknown int
+	for _, c := range calls {
+		n := effects[c.key]
+		what := map[bool]string{false: "Do", true: "lease"}[c.lease]
+		switch {
+		case errors.Is(c.err, idem.ErrCommitUnknown):
+			unknown++
+			if n > 1 {
+				t.Errorf("[%s] key %s: %s's outcome unknown, and %d effects", b.Name, c.key, what, n)
+			}
+		case errors.Is(c.err, idem.ErrLeaseLost):
+			t.Errorf("[%s] key %s: ErrLeaseLost on a lease nobody else could take (%d effects): %v", b.Name, c.key, n, c.err)
+		case c.err != nil:
+			failed++
+			if n != 0 {
+				t.Errorf("[%s] key %s: %s failed, yet its work committed (%d effects): %v", b.Name, c.key, what, n, c.err)
+			}
+		case c.outcome == idem.Won && c.committed:
+			won++
+			if n != 1 {
+				t.Errorf("[%s] key %s: %s won and committed, and %d effects; want 1", b.Name, c.key, what, n)
+			}
+		default:
+			t.Errorf("[%s] key %s: %s answered %v (committed %v) on a key nobody else used (%d effects)", b.Name, c.key, what, c.outcome, c.committed, n)
+		}
+	}
+	t.Logf("[%s] %d calls (lease mode: %v) over %d restarts: %d won, %d failed, %d unknown", b.Name, len(calls), leases, restartRounds, won, failed, unknown)
+	if won == 0 || failed == 0 {
+		t.Errorf("[%s] the restarts met no call (%d won, %d failed): the case proved nothing", b.Name, won, failed)
+	}
+}
+
+// leaseMode says whether the store has lease mode.
+func (e *env[TTx]) leaseMode() bool {
+	l, err := e.Store.Lease(e.Ctx, request("lease-probe", "b"))
+	if errors.Is(err, errors.ErrUnsupported) {
+		return false
+	}
+	if err != nil {
+		e.T.Fatalf("[%s] Lease: %v", e.Backend, err)
+	}
+	if err := l.Release(e.Ctx); err != nil {
+		e.T.Fatalf("[%s] Release: %v", e.Backend, err)
+	}
+	return true
+}
+
+// restartCall runs one call on key: Do, or a lease completed at once, each
+// writing the effect labelled key.
+func (e *env[TTx]) restartCall(ctx context.Context, key string, lease bool) restartCall {
+	req := request(key, "b")
+	resp := idem.Response{Status: 201, Body: []byte(key)}
+	c := restartCall{key: key, lease: lease}
+	if !lease {
+		res, err := e.Store.Do(ctx, req, e.work(key, resp))
+		c.outcome, c.committed, c.err = res.Outcome, res.Committed, err
+		return c
+	}
+	l, err := e.Store.Lease(ctx, req)
+	if err != nil {
+		c.err = err
+		return c
+	}
+	if l.Outcome != idem.Won {
+		c.outcome = l.Outcome
+		return c
+	}
+	res, err := l.Complete(ctx, resp, func(ctx context.Context, tx TTx) error { return e.effect(ctx, tx, key) })
+	c.outcome, c.committed, c.err = idem.Won, res.Committed, err
+	return c
+}
