@@ -54,7 +54,7 @@ import (
 func Run[TTx any](t *testing.T, b Backend[TTx]) {
 	t.Helper()
 	if b.Restart != nil {
-		t.Fatalf("conformance: Backend %q has Restart, but Run's cases share its server: run History alone (RunCases with History)", b.Name)
+		t.Fatalf("conformance: Backend %q has Restart, but Run's cases share its server: run History and Restarts alone (RunCases with one of them)", b.Name)
 	}
 	RunCases(t, b, append(cases[TTx](), explorations[TTx]()...))
 }
@@ -252,6 +252,21 @@ func (e *env[TTx]) serverAnswers(ctx context.Context) error {
 		case <-time.After(historyServerPoll):
 		}
 	}
+}
+
+// readAgain runs read, and again after an error (three tries at most):
+// after a restart the pool may still hold connections it broke.
+func (e *env[TTx]) readAgain(read func() error) error {
+	err := read()
+	for try := 1; err != nil && try < 3; try++ {
+		select {
+		case <-e.Ctx.Done():
+			return err
+		case <-time.After(historyServerPoll):
+		}
+		err = read()
+	}
+	return err
 }
 
 // effectCount counts committed effects with label.

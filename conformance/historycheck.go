@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/anishathalye/porcupine"
 
@@ -135,20 +134,14 @@ func (h *historyRun[TTx]) invariants() []string {
 	return bad
 }
 
-// again runs read, a read after the history, once more after an error
-// while the server was restarted during the history: the pool may still
-// hold connections the restart broke. Three tries at most.
+// again runs read, a read after the history, as readAgain does after an
+// error while the server was restarted during the history, once
+// otherwise.
 func (h *historyRun[TTx]) again(read func() error) error {
-	err := read()
-	for try := 1; err != nil && h.restarts != nil && try < 3; try++ {
-		select {
-		case <-h.Ctx.Done():
-			return err
-		case <-time.After(historyServerPoll):
-		}
-		err = read()
+	if h.restarts == nil {
+		return read()
 	}
-	return err
+	return h.readAgain(read)
 }
 
 // illegalKeys names the keys whose own operations are not linearizable.

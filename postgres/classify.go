@@ -84,7 +84,8 @@ func commitError(err error) error {
 		return nil
 	}
 	// pgconn.SafeToRetry cannot tell here: once the connection is gone pgx
-	// reports even an answer lost after COMMIT left as safe to retry.
+	// reports even an answer lost after COMMIT left as safe to retry, and
+	// a pipeline that broke after COMMIT left as pgconn.ErrConnClosed.
 	// Without the server's answer the outcome is unknown.
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
@@ -97,6 +98,30 @@ func commitError(err error) error {
 		return err
 	}
 	return dialect.Classified(dialect.ErrCommitUnknown, err)
+}
+
+// sqlCommitError is commitError for a COMMIT through database/sql, which
+// hides COMMIT's result when an error follows it. A server that ends the
+// session (a FATAL: a shutdown, pg_terminate_backend) while a COMMIT runs
+// can commit it and send the FATAL right behind COMMIT's result (as it
+// does to a pipelined COMMIT), so its outcome is unknown. The pgx
+// transaction (the Driver's, HoldBegin's) sees the result and needs no such
+// rule.
+func sqlCommitError(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (severity(pe) == "FATAL" || severity(pe) == "PANIC") {
+		return dialect.Classified(dialect.ErrCommitUnknown, err)
+	}
+	return commitError(err)
+}
+
+// severity is the error's severity in English (the server sends it
+// localized too).
+func severity(pe *pgconn.PgError) string {
+	if pe.SeverityUnlocalized != "" {
+		return pe.SeverityUnlocalized
+	}
+	return pe.Severity
 }
 
 // completionError turns the guarded completion's failure into

@@ -68,6 +68,9 @@ func TestCommitError(t *testing.T) {
 		{"rolled back at commit", pgx.ErrTxCommitRollback, false},
 		{"CockroachDB statement completion unknown", &pgconn.PgError{Code: "40003"}, true},
 		{"connection lost after sending", io.ErrUnexpectedEOF, true},
+		// pgx reports it for a pipeline whose connection broke after COMMIT
+		// left, too (TestCommitOutcomeUnknown/answer-lost).
+		{"connection closed", fmt.Errorf("wrapped: %w", pgconn.ErrConnClosed), true},
 		{"nil", nil, false},
 	} {
 		err := commitError(tc.err)
@@ -75,6 +78,31 @@ func TestCommitError(t *testing.T) {
 			t.Errorf("%s: %v, unknown=%v wanted", tc.name, err, tc.unknown)
 		}
 		if tc.err != nil && !errors.Is(err, tc.err) {
+			t.Errorf("%s: the original error is lost: %v", tc.name, err)
+		}
+	}
+}
+
+// TestSQLCommitError: through database/sql a FATAL at COMMIT may follow
+// COMMIT's result, so its outcome is unknown; in any language.
+func TestSQLCommitError(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		err     error
+		unknown bool
+	}{
+		{"the session ended (shutdown)", &pgconn.PgError{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: "57P01"}, true},
+		{"the session ended, severity localized", &pgconn.PgError{Severity: "SCHWERWIEGEND", SeverityUnlocalized: "FATAL", Code: "57P01"}, true},
+		{"a server older than 9.6", &pgconn.PgError{Severity: "FATAL", Code: "57P01"}, true},
+		{"a server error", &pgconn.PgError{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: "40001"}, false},
+		{"rolled back at commit", pgx.ErrTxCommitRollback, false},
+		{"connection lost after sending", io.ErrUnexpectedEOF, true},
+	} {
+		err := sqlCommitError(tc.err)
+		if errors.Is(err, dialect.ErrCommitUnknown) != tc.unknown {
+			t.Errorf("%s: %v, unknown=%v wanted", tc.name, err, tc.unknown)
+		}
+		if !errors.Is(err, tc.err) {
 			t.Errorf("%s: the original error is lost: %v", tc.name, err)
 		}
 	}

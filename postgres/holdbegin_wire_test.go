@@ -129,11 +129,10 @@ func (s *fakeServer) serve(c net.Conn) {
 	}
 }
 
-// openFake opens a *sql.DB of one connection on a new fakeServer, through
-// HoldBegin when held is set.
-func openFake(t *testing.T, held bool) (*sql.DB, *fakeServer) {
+// fakeConfig is a pgx configuration whose connections go to s, in the
+// simple protocol the fake speaks.
+func fakeConfig(t *testing.T, s *fakeServer) *pgx.ConnConfig {
 	t.Helper()
-	s := &fakeServer{}
 	cc, err := pgx.ParseConfig("postgres://idem@127.0.0.1:5432/idem?sslmode=disable")
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +143,15 @@ func openFake(t *testing.T, held bool) (*sql.DB, *fakeServer) {
 		go s.serve(server)
 		return client, nil
 	}
-	connector := stdlib.GetConnector(*cc)
+	return cc
+}
+
+// openFake opens a *sql.DB of one connection on a new fakeServer, through
+// HoldBegin when held is set.
+func openFake(t *testing.T, held bool) (*sql.DB, *fakeServer) {
+	t.Helper()
+	s := &fakeServer{}
+	connector := stdlib.GetConnector(*fakeConfig(t, s))
 	if held {
 		connector = HoldBegin(connector)
 	}

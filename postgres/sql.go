@@ -91,8 +91,12 @@ func (d *SQLDriver) Begin(ctx context.Context, opts dialect.BeginOptions) (diale
 	if err := checkIsolation(level); err != nil {
 		return nil, err
 	}
+	commitErr := sqlCommitError
+	if d.held {
+		commitErr = commitError // the pgxTx underneath read COMMIT's result
+	}
 	tx, err := dialect.BeginSQL(ctx, d.db, dialect.SQLBegin{
-		Options: &sql.TxOptions{Isolation: level}, CommitError: commitError, OwnConn: true,
+		Options: &sql.TxOptions{Isolation: level}, CommitError: commitErr, OwnConn: true,
 	})
 	if err != nil {
 		return nil, err

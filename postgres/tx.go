@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -55,6 +56,9 @@ var closedTx = func() pgx.Tx {
 }()
 
 var errTxDone = dialect.Classified(dialect.ErrTxDone, pgx.ErrTxClosed)
+
+// rollbackTimeout bounds the ROLLBACK after a failed COMMIT.
+const rollbackTimeout = 5 * time.Second
 
 // begin sends BEGIN on its own, for statements that cannot carry it.
 func (t *pgxTx) begin(ctx context.Context) error {
@@ -175,6 +179,13 @@ func (t *pgxTx) Commit(ctx context.Context) error {
 		t.finish()
 		return nil
 	}
+	if t.conn.PgConn().TxStatus() == 'I' {
+		// The caller's function ended the transaction (pgx's Commit or
+		// Rollback, or a statement of its own): a COMMIT now would commit
+		// nothing and report success.
+		t.finish()
+		return errTxDone
+	}
 	var (
 		tag pgconn.CommandTag
 		err error
@@ -201,11 +212,13 @@ func (t *pgxTx) Commit(ctx context.Context) error {
 			err = pgx.ErrTxCommitRollback
 		}
 	}
-	if t.conn != nil && t.conn.PgConn().TxStatus() != 'I' {
+	if t.conn.PgConn().TxStatus() != 'I' {
 		// The pipeline stopped before COMMIT, or the connection broke:
 		// end the transaction (pgx closes a connection it cannot end it
-		// on).
-		_ = t.tx.Rollback(context.WithoutCancel(ctx))
+		// on), within a bound of its own, since ctx may have ended.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+		_ = t.tx.Rollback(rctx)
+		cancel()
 	}
 	t.finish()
 	return commitError(completionError(err))

@@ -2,11 +2,13 @@ package postgres_test
 
 import (
 	"context"
+	"database/sql"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/idemkit/idem/conformance"
 	"github.com/idemkit/idem/dialect"
@@ -30,9 +32,45 @@ func TestRestarts(t *testing.T) {
 	conformance.RunCases(t, restartBackend(t), []conformance.Case[pgx.Tx]{conformance.Restarts[pgx.Tx]()})
 }
 
+// TestRestartsSQL runs the Restarts case through database/sql (pgx's
+// stdlib, BEGIN and COMMIT each alone) on a server of its own.
+func TestRestartsSQL(t *testing.T) {
+	srv, pool := restartablePool(t)
+	db := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() { db.Close() })
+	conformance.RunCases(t, conformance.Backend[*sql.Tx]{
+		Name: "postgres/sql/restart",
+		Open: func(t *testing.T) dialect.Driver[*sql.Tx] {
+			d, err := postgres.NewSQL(t.Context(), db, postgres.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d
+		},
+		Restart: srv.Restart,
+	}, []conformance.Case[*sql.Tx]{conformance.Restarts[*sql.Tx]()})
+}
+
 // restartBackend is a Backend on a restartable PostgreSQL server of t's
 // own, on a pool of pgx.
 func restartBackend(t *testing.T) conformance.Backend[pgx.Tx] {
+	srv, pool := restartablePool(t)
+	return conformance.Backend[pgx.Tx]{
+		Name: "postgres/pgx/restart",
+		Open: func(t *testing.T) dialect.Driver[pgx.Tx] {
+			d, err := postgres.New(t.Context(), pool, postgres.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d
+		},
+		Restart: srv.Restart,
+	}
+}
+
+// restartablePool starts a restartable PostgreSQL server of t's own and
+// opens a pgx pool on it; t fails if the server was never restarted.
+func restartablePool(t *testing.T) (*containers.Restartable, *pgxpool.Pool) {
 	srv := containers.RestartablePostgres(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -51,15 +89,5 @@ func restartBackend(t *testing.T) conformance.Backend[pgx.Tx] {
 			t.Error("the server was never restarted")
 		}
 	})
-	return conformance.Backend[pgx.Tx]{
-		Name: "postgres/pgx/restart",
-		Open: func(t *testing.T) dialect.Driver[pgx.Tx] {
-			d, err := postgres.New(t.Context(), pool, postgres.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return d
-		},
-		Restart: srv.Restart,
-	}
+	return srv, pool
 }
