@@ -57,11 +57,11 @@ type Backend[TTx any] struct {
 	// again (it need not accept connections yet). Connections break;
 	// transactions in flight roll back, or commit with an unknown outcome
 	// if their COMMIT was under way. The History case restarts the server
-	// once or twice during its run, the Restarts case six times (and fails
-	// without Restart). Leave it nil where no restart is possible (a
-	// database in the process) or where it would disturb other tests
-	// sharing the server: run History and Restarts alone, each with
-	// RunCases, on a server of its own.
+	// once or twice during its run, the Restarts case up to six times
+	// (and fails without Restart). Leave it nil where no restart is
+	// possible (a database in the process) or where it would disturb
+	// other tests sharing the server: run History and Restarts alone, each
+	// with RunCases, on a server of its own.
 	Restart func(ctx context.Context) error
 }
 
