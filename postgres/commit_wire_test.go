@@ -151,26 +151,3 @@ func TestCommitAfterTheCallerEnded(t *testing.T) {
 		}
 	}
 }
-
-// TestCommitOnAClosedConnection: a connection that broke before COMMIT was
-// sent took the transaction with it, so Commit reports a known failure a
-// retry may cure (ErrUnavailable), not an unknown outcome.
-func TestCommitOnAClosedConnection(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for _, held := range []bool{false, true} {
-		t.Run(map[bool]string{false: "COMMIT alone", true: "completion held for COMMIT"}[held], func(t *testing.T) {
-			tx := beginOnFake(ctx, t, "pgx", terminateNever)
-			if held && !dialect.DeferToCommit(tx.q, dialect.Statement{SQL: "update complete"}) {
-				t.Fatal("DeferToCommit declined")
-			}
-			if err := tx.q.(*pgxTx).conn.Close(ctx); err != nil {
-				t.Fatal(err)
-			}
-			err := tx.commit(ctx)
-			if !errors.Is(err, dialect.ErrUnavailable) || errors.Is(err, dialect.ErrCommitUnknown) {
-				t.Errorf("Commit = %v, want ErrUnavailable and not ErrCommitUnknown", err)
-			}
-		})
-	}
-}

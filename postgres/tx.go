@@ -179,12 +179,6 @@ func (t *pgxTx) Commit(ctx context.Context) error {
 		t.finish()
 		return nil
 	}
-	if t.conn.IsClosed() {
-		// The connection broke before COMMIT was sent, and the
-		// transaction with it: nothing committed.
-		t.finish()
-		return dialect.Classified(dialect.ErrUnavailable, pgconn.ErrConnClosed)
-	}
 	if t.conn.PgConn().TxStatus() == 'I' {
 		// The caller's function ended the transaction (pgx's Commit or
 		// Rollback, or a statement of its own): a COMMIT now would commit
