@@ -3,7 +3,9 @@ package containers
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -44,6 +46,7 @@ type PostgresReplication struct {
 	MultiHost string
 
 	primary, standby testcontainers.Container
+	receiverPID      int // the standby's WAL receiver, once StopStandbyReceiver stopped it
 	nw               *dockerNetwork
 }
 
@@ -239,28 +242,63 @@ func (r *PostgresReplication) KillPrimary(ctx context.Context) error {
 	return r.signal(ctx, r.primary, "KILL")
 }
 
-// PauseStandby freezes the standby's processes: it receives nothing and
-// acknowledges nothing until UnpauseStandby. With synchronous replication
-// every COMMIT on the primary waits meanwhile.
-func (r *PostgresReplication) PauseStandby(ctx context.Context) error {
-	cli, err := docker(ctx)
+// StopStandbyReceiver stops the standby's WAL receiver (SIGSTOP): the
+// standby flushes and acknowledges nothing until ContinueStandbyReceiver.
+// With synchronous replication every COMMIT on the primary waits meanwhile.
+//
+// It stops the one process that acknowledges rather than pausing the whole
+// container: docker pause uses the cgroup freezer, which can fail ("unable
+// to freeze") while a process of the container waits on the file system,
+// as the standby's do when it writes WAL through fuse-overlayfs. A signal
+// is always delivered.
+func (r *PostgresReplication) StopStandbyReceiver(ctx context.Context) error {
+	pid, err := r.standbyReceiverPID(ctx)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = cli.Close() }()
-	_, err = cli.ContainerPause(ctx, r.standby.GetContainerID(), client.ContainerPauseOptions{})
-	return err
+	r.receiverPID = pid
+	return r.execStandby(ctx, fmt.Sprintf("kill -STOP %d", pid))
 }
 
-// UnpauseStandby lets the standby's processes run again.
-func (r *PostgresReplication) UnpauseStandby(ctx context.Context) error {
-	cli, err := docker(ctx)
-	if err != nil {
-		return err
+// ContinueStandbyReceiver lets the WAL receiver that StopStandbyReceiver
+// stopped run again (SIGCONT).
+func (r *PostgresReplication) ContinueStandbyReceiver(ctx context.Context) error {
+	if r.receiverPID == 0 {
+		return errors.New("continue the standby's WAL receiver: StopStandbyReceiver stopped none")
 	}
-	defer func() { _ = cli.Close() }()
-	_, err = cli.ContainerUnpause(ctx, r.standby.GetContainerID(), client.ContainerUnpauseOptions{})
-	return err
+	return r.execStandby(ctx, fmt.Sprintf("kill -CONT %d", r.receiverPID))
+}
+
+// standbyReceiverPID is the process id, inside the standby's container, of
+// its WAL receiver.
+func (r *PostgresReplication) standbyReceiverPID(ctx context.Context) (int, error) {
+	db, err := sql.Open("pgx", r.Standby+"&connect_timeout=5")
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	var pid sql.NullInt64
+	if err := db.QueryRowContext(ctx, "SELECT pid FROM pg_stat_wal_receiver").Scan(&pid); err != nil {
+		return 0, fmt.Errorf("the standby's WAL receiver: %w", err)
+	}
+	if !pid.Valid || pid.Int64 <= 0 {
+		return 0, errors.New("the standby has no WAL receiver")
+	}
+	return int(pid.Int64), nil
+}
+
+// execStandby runs a shell command in the standby's container, as the user
+// that runs its server, and fails unless it exits 0.
+func (r *PostgresReplication) execStandby(ctx context.Context, command string) error {
+	code, out, err := r.standby.Exec(ctx, []string{"sh", "-c", command})
+	if err != nil {
+		return fmt.Errorf("%s on the standby: %w", command, err)
+	}
+	if code != 0 {
+		msg, _ := io.ReadAll(out)
+		return fmt.Errorf("%s on the standby: exit code %d: %s", command, code, strings.TrimSpace(string(msg)))
+	}
+	return nil
 }
 
 // Promote makes the standby a primary (pg_promote) and waits, within ctx,

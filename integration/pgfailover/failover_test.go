@@ -37,7 +37,7 @@ const (
 
 // With synchronous replication a commit the primary acknowledged is on the
 // standby: every intention ends with exactly one effect, whatever happened
-// to its calls. The standby is paused first, so that commits are waiting
+// to its calls. The standby's WAL receiver is stopped first, so that commits are waiting
 // for it when the primary is killed: their outcome is unknown, Do reports
 // ErrCommitUnknown, and the next call resolves each one, replaying the
 // commits the standby received and doing the others' work once.
@@ -45,14 +45,14 @@ func TestFailoverSynchronous(t *testing.T) {
 	r := containers.StartPostgresReplication(t, containers.ReplicationOptions{Synchronous: true})
 	l := newLoad(t, r)
 	l.run(func(ctx context.Context) error {
-		if err := r.PauseStandby(ctx); err != nil {
+		if err := r.StopStandbyReceiver(ctx); err != nil {
 			return err
 		}
 		waiting, err := l.syncRepWaiters(ctx)
 		if err != nil {
 			return err
 		}
-		t.Logf("standby paused: %d commits wait for it on the primary", waiting)
+		t.Logf("standby's WAL receiver stopped: %d commits wait for it on the primary", waiting)
 		return l.failover(ctx, true)
 	})
 
@@ -262,21 +262,21 @@ func (l *load) syncRepWaiters(ctx context.Context) (int, error) {
 			return n, nil
 		}
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("no commit waits for the paused standby after 10 s (last error %v)", err)
+			return 0, fmt.Errorf("no commit waits for the stopped standby after 10 s (last error %v)", err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
 
-// failover kills the primary, resumes the standby when it was paused, and
-// promotes it.
-func (l *load) failover(ctx context.Context, paused bool) error {
+// failover kills the primary, lets the standby's WAL receiver continue when
+// it was stopped, and promotes the standby.
+func (l *load) failover(ctx context.Context, stopped bool) error {
 	killAt := time.Now()
 	if err := l.r.KillPrimary(ctx); err != nil {
 		return err
 	}
-	if paused {
-		if err := l.r.UnpauseStandby(ctx); err != nil {
+	if stopped {
+		if err := l.r.ContinueStandbyReceiver(ctx); err != nil {
 			return err
 		}
 	}
