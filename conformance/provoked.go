@@ -197,8 +197,9 @@ func testClaimInReadOnlyTransaction[TTx any](t *testing.T, b Backend[TTx]) {
 func testCommitConnectionLost[TTx any](t *testing.T, b Backend[TTx]) {
 	e := setup(t, b, idem.Config{})
 	if b.BreakCommit == nil {
-		t.Skipf("[%s] Backend.BreakCommit is nil: an in-process database (SQLite) has no connection to lose; "+
-			"a backend that talks to a server should set it, so the suite can check ErrCommitUnknown", e.Backend)
+		t.Skipf("[%s] Backend.BreakCommit is nil, so the suite cannot break a connection during COMMIT "+
+			"(an in-process database such as SQLite has none to lose); a backend that talks to a server "+
+			"should set it, so the suite can check ErrCommitUnknown", e.Backend)
 	}
 	br := b.BreakCommit(t)
 	store, err := idem.New(br.Driver, idem.Config{Table: e.Table, WaitBound: e.Store.Config().WaitBound})
