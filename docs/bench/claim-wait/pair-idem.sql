@@ -1,0 +1,5 @@
+\set k random(1, 9000000000000000000)
+BEGIN;
+INSERT INTO idempotency_keys (scope, idem_key, fingerprint, created_at, expires_at) SELECT 's'::text, ('k' || :k)::text, '\x00'::bytea, COALESCE(NULL::timestamptz, statement_timestamp()), COALESCE(NULL::timestamptz, statement_timestamp()) + 86460000000::bigint * interval '1 microsecond' FROM (SELECT set_config('lock_timeout', '5000ms', true) FROM (SELECT set_config('idem.saved_lock_timeout', current_setting('lock_timeout'), true) OFFSET 0) saved OFFSET 0) bounded ON CONFLICT (scope, idem_key) DO NOTHING RETURNING set_config('lock_timeout', current_setting('idem.saved_lock_timeout'), true);
+WITH completed AS (UPDATE idempotency_keys SET status = 201, header = '\x00', body = '\x7b226f72646572223a317d', expires_at = GREATEST(expires_at, COALESCE(NULL::timestamptz, statement_timestamp()) + 86400000000::bigint * interval '1 microsecond') WHERE scope = 's' AND idem_key = 'k' || :k AND fingerprint = '\x00' AND status IS NULL RETURNING 1) SELECT 1 / count(*) FROM completed;
+COMMIT;

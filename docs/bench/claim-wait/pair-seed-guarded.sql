@@ -1,0 +1,5 @@
+\set k random(1, 9000000000000000000)
+BEGIN;
+INSERT INTO idempotency_keys (scope, idem_key, fingerprint, created_at, expires_at) VALUES ('s', 'k' || :k, '\x00', now(), now() + interval '1 day') ON CONFLICT (scope, idem_key) DO NOTHING RETURNING idem_key;
+WITH completed AS (UPDATE idempotency_keys SET status = 201, header = '\x00', body = '\x7b226f72646572223a317d', expires_at = GREATEST(expires_at, COALESCE(NULL::timestamptz, statement_timestamp()) + 86400000000::bigint * interval '1 microsecond') WHERE scope = 's' AND idem_key = 'k' || :k AND fingerprint = '\x00' AND status IS NULL RETURNING 1) SELECT 1 / count(*) FROM completed;
+COMMIT;
