@@ -247,10 +247,9 @@ func (r *PostgresReplication) KillPrimary(ctx context.Context) error {
 // With synchronous replication every COMMIT on the primary waits meanwhile.
 //
 // It stops the one process that acknowledges rather than pausing the whole
-// container: docker pause uses the cgroup freezer, which can fail ("unable
-// to freeze") while a process of the container waits on the file system,
-// as the standby's do when it writes WAL through fuse-overlayfs. A signal
-// is always delivered.
+// container: docker pause uses the cgroup freezer, which failed once in CI
+// ("unable to freeze") on an engine with cgroup v1 and fuse-overlayfs. A
+// signal is always delivered.
 func (r *PostgresReplication) StopStandbyReceiver(ctx context.Context) error {
 	pid, err := r.standbyReceiverPID(ctx)
 	if err != nil {
@@ -287,8 +286,9 @@ func (r *PostgresReplication) standbyReceiverPID(ctx context.Context) (int, erro
 	return int(pid.Int64), nil
 }
 
-// execStandby runs a shell command in the standby's container, as the user
-// that runs its server, and fails unless it exits 0.
+// execStandby runs a shell command in the standby's container, as its
+// default user (root, or the server's own user in the stand-in images:
+// either may signal the server), and fails unless it exits 0.
 func (r *PostgresReplication) execStandby(ctx context.Context, command string) error {
 	code, out, err := r.standby.Exec(ctx, []string{"sh", "-c", command})
 	if err != nil {

@@ -37,10 +37,11 @@ const (
 
 // With synchronous replication a commit the primary acknowledged is on the
 // standby: every intention ends with exactly one effect, whatever happened
-// to its calls. The standby's WAL receiver is stopped first, so that commits are waiting
-// for it when the primary is killed: their outcome is unknown, Do reports
-// ErrCommitUnknown, and the next call resolves each one, replaying the
-// commits the standby received and doing the others' work once.
+// to its calls. The standby's WAL receiver is stopped first, so that
+// commits are waiting for it when the primary is killed: their outcome is
+// unknown, Do reports ErrCommitUnknown, and the next call resolves each
+// one, replaying the commits the standby received and doing the others'
+// work once.
 func TestFailoverSynchronous(t *testing.T) {
 	r := containers.StartPostgresReplication(t, containers.ReplicationOptions{Synchronous: true})
 	l := newLoad(t, r)
