@@ -15,6 +15,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // driver "pgx" for status queries
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
+	tcexec "github.com/testcontainers/testcontainers-go/exec"
 	"github.com/testcontainers/testcontainers-go/wait"
 )
 
@@ -286,11 +287,11 @@ func (r *PostgresReplication) standbyReceiverPID(ctx context.Context) (int, erro
 	return int(pid.Int64), nil
 }
 
-// execStandby runs a shell command in the standby's container, as its
-// default user (root, or the server's own user in the stand-in images:
-// either may signal the server), and fails unless it exits 0.
+// execStandby runs a shell command in the standby's container, as the
+// user that runs its server (the container is started as postgres), and
+// fails unless it exits 0.
 func (r *PostgresReplication) execStandby(ctx context.Context, command string) error {
-	code, out, err := r.standby.Exec(ctx, []string{"sh", "-c", command})
+	code, out, err := r.standby.Exec(ctx, []string{"sh", "-c", command}, tcexec.Multiplexed())
 	if err != nil {
 		return fmt.Errorf("%s on the standby: %w", command, err)
 	}

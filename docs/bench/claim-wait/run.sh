@@ -14,7 +14,8 @@
 #
 # A claim and its completion (SCRIPTs pair-seed pair-seed-complete
 # pair-seed-guarded pair-idem): the seed's claim and UPDATE ... SET
-# response; the seed's claim and idem's completion (fingerprint and pending
+# response, as cmd/idem-bench sends them (seed.go; seed.sql above keeps
+# idem's clock expression, so the two seed claims differ in that); the seed's claim and idem's completion (fingerprint and pending
 # checks, the expiry kept); the same completion with the guard that fails
 # when it updated no row (complete_guarded.sql); idem's claim and guarded
 # completion, what idem sends on pgx.
@@ -50,11 +51,10 @@ stat=$(ls /sys/fs/cgroup/system.slice/docker-"$id".scope/cpu.stat /sys/fs/cgroup
 for r in $(seq "$rounds"); do
 	for v in "${scripts[@]}"; do
 		c0=$(awk '/usage_usec/{print $2}' "$stat")
-		out=$(pgbench -n -M prepared -h 127.0.0.1 -p "$port" -U postgres -c "$clients" -j "$clients" -T "$secs" -f "$v.sql" postgres 2>&1)
-		c1=$(awk '/usage_usec/{print $2}' "$stat")
-		if grep -q 'aborted' <<<"$out"; then
-			echo "$v: a pgbench client aborted:"; grep 'aborted' <<<"$out"; exit 1
+		if ! out=$(pgbench -n -M prepared -h 127.0.0.1 -p "$port" -U postgres -c "$clients" -j "$clients" -T "$secs" -f "$v.sql" postgres 2>&1); then
+			echo "$v: pgbench failed:"; echo "$out"; exit 1
 		fi
+		c1=$(awk '/usage_usec/{print $2}' "$stat")
 		n=$(awk '/number of transactions actually processed/{print $NF}' <<<"$out" | cut -d/ -f1)
 		tps=$(awk '/^tps/{printf "%.0f", $3}' <<<"$out")
 		echo "round $r $v: $tps tps, server CPU $(((c1 - c0) / n)) µs per transaction"
