@@ -49,6 +49,7 @@ func TestFailoverSynchronous(t *testing.T) {
 		if err := r.StopStandbyReceiver(ctx); err != nil {
 			return err
 		}
+		l.release()
 		waiting, err := l.syncRepWaiters(ctx)
 		if err != nil {
 			return err
@@ -74,7 +75,10 @@ func TestFailoverSynchronous(t *testing.T) {
 func TestFailoverAsynchronous(t *testing.T) {
 	r := containers.StartPostgresReplication(t, containers.ReplicationOptions{Synchronous: false})
 	l := newLoad(t, r)
-	l.run(func(ctx context.Context) error { return l.failover(ctx, false) })
+	l.run(func(ctx context.Context) error {
+		l.release()
+		return l.failover(ctx, false)
+	})
 
 	l.expectTogether()
 	t.Logf("acknowledged commits lost with the primary: %d of %d", l.lostAcked, intentions)
@@ -93,6 +97,8 @@ type load struct {
 	keys  []string
 
 	done      atomic.Int64
+	held      chan struct{} // closed by release: the rest of the keys may go
+	once      sync.Once
 	unknown   atomic.Int64 // ErrCommitUnknown returned
 	mu        sync.Mutex
 	errs      map[string]int // retryable errors by meaning
@@ -129,7 +135,7 @@ func newLoad(t *testing.T, r *containers.PostgresReplication) *load {
 	if _, err := pool.Exec(ctx, "CREATE TABLE failover_effects (k text NOT NULL)"); err != nil {
 		t.Fatal(err)
 	}
-	l := &load{t: t, ctx: ctx, r: r, pool: pool, store: store,
+	l := &load{t: t, ctx: ctx, r: r, pool: pool, store: store, held: make(chan struct{}),
 		errs: map[string]int{}, resolved: map[string]int{}, acked: map[string]bool{}}
 	for i := range intentions {
 		l.keys = append(l.keys, fmt.Sprintf("order-%03d", i))
@@ -151,7 +157,10 @@ func work(key string) idem.Func[pgx.Tx] {
 }
 
 // run drives every intention to its end with the workers while failover
-// runs, once failoverAfter intentions are done.
+// runs, once failoverAfter intentions are done. Keys beyond the first
+// failoverAfter+workers wait for failover to call release, so that the
+// load cannot end before failover has set the stage (stopped the
+// standby's receiver), however slowly that goes on a busy machine.
 func (l *load) run(failover func(context.Context) error) {
 	l.t.Helper()
 	begin := time.Now()
@@ -167,6 +176,7 @@ func (l *load) run(failover func(context.Context) error) {
 	var ferr error
 	var fwg sync.WaitGroup
 	fwg.Go(func() {
+		defer l.release()
 		for l.done.Load() < failoverAfter {
 			select {
 			case <-l.ctx.Done():
@@ -177,7 +187,10 @@ func (l *load) run(failover func(context.Context) error) {
 		}
 		ferr = failover(l.ctx)
 	})
-	for _, key := range l.keys {
+	for i, key := range l.keys {
+		if i == failoverAfter+workers {
+			<-l.held
+		}
 		queue <- key
 	}
 	close(queue)
@@ -189,6 +202,9 @@ func (l *load) run(failover func(context.Context) error) {
 	l.t.Logf("%d intentions in %v: %d commits with an unknown outcome (resolved by the next call as %v); retryable errors %v",
 		intentions, time.Since(begin).Round(time.Millisecond), l.unknown.Load(), l.resolved, l.errs)
 }
+
+// release lets run send the keys it held back for failover.
+func (l *load) release() { l.once.Do(func() { close(l.held) }) }
 
 // drive calls Do for key until it succeeds (Won and committed, or Replay),
 // pausing briefly after a retryable error, within maxCalls calls and the
