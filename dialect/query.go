@@ -25,10 +25,13 @@ import (
 // meaning: "@@name" passes unchanged (MySQL's system variables), as does an
 // "@" not followed by a name byte (PostgreSQL's @> and <@, MySQL's quoted
 // user variables such as @`saved`), an "@" right after a name byte
-// (user@host), and text inside quotes or comments. Hand-written positional
-// placeholders ($1, ?) and dollar-quoted strings are refused. Quotes end at
-// the next quote of their kind ('' inside works); backslash escapes and
-// MySQL's # comments are not understood, so the catalogs do not use them.
+// or a closing quote (user@host, 'user'@host), and text inside quotes or
+// comments. Hand-written positional placeholders ($1, ?), dollar-quoted
+// strings and a comment opened inside a comment are refused: PostgreSQL
+// nests /* */ comments and MySQL and SQLite do not, so text after an inner
+// one is a comment to one and SQL to the others. Quotes end at the next
+// quote of their kind ('' inside works); backslash escapes and MySQL's #
+// comments are not understood, so the catalogs do not use them.
 
 // Placeholder is how a backend writes a positional parameter.
 type Placeholder int
@@ -120,6 +123,10 @@ func Compile(name, text string, p Placeholder) (Query, error) {
 			if end < 0 {
 				return Query{}, fmt.Errorf("%w: statement %q: unterminated comment", ErrInvalidConfig, name)
 			}
+			if inner := strings.Index(text[i+2:i+2+end], "/*"); inner >= 0 {
+				return Query{}, fmt.Errorf("%w: statement %q: a comment opened inside a comment at byte %d: PostgreSQL nests comments, MySQL and SQLite do not, so what follows is read differently; do not nest them",
+					ErrInvalidConfig, name, i+2+inner)
+			}
 			b.WriteString(text[i : i+end+4])
 			i += end + 4
 		case c == '@' && strings.HasPrefix(text[i:], "@@"):
@@ -135,7 +142,10 @@ func Compile(name, text string, p Placeholder) (Query, error) {
 			// the numbered ones, and a dollar-quoted string would hide
 			// parameters this scanner cannot see: both are refused.
 			return Query{}, fmt.Errorf("%w: statement %q: %q at byte %d: write parameters as @name (and no dollar quoting)", ErrInvalidConfig, name, text[i:min(i+2, len(text))], i)
-		case c == '@' && i+1 < len(text) && isParamByte(text[i+1]) && (i == 0 || !isParamByte(text[i-1])):
+		case c == '@' && i+1 < len(text) && isParamByte(text[i+1]) && (i == 0 || !isParamByte(text[i-1]) && !isQuote(text[i-1])):
+			// Not after a name byte or a closing quote (an opening one
+			// took its string whole): user@host and 'user'@host name an
+			// account, not a parameter.
 			j := i + 1
 			for j < len(text) && isParamByte(text[j]) {
 				j++
@@ -163,6 +173,8 @@ func Compile(name, text string, p Placeholder) (Query, error) {
 	q.SQL = b.String()
 	return q, nil
 }
+
+func isQuote(c byte) bool { return c == '\'' || c == '"' || c == '`' }
 
 func isParamByte(c byte) bool {
 	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'

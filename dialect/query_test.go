@@ -4,6 +4,8 @@ import (
 	"database/sql"
 	"errors"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -28,6 +30,12 @@ func TestCompile(t *testing.T) {
 		{"no parameters", "SELECT 1", dialect.Dollar, "SELECT 1", nil},
 		{"an @ after a name byte", "GRANT x TO root@localhost, @who", dialect.Question, "GRANT x TO root@localhost, ?", []string{"who"}},
 		{"doubled quotes", "SELECT 'it''s @a', @b", dialect.Question, "SELECT 'it''s @a', ?", []string{"b"}},
+		{"an @ after a closing single quote", "GRANT x TO 'app'@localhost, @who", dialect.Question, "GRANT x TO 'app'@localhost, ?", []string{"who"}},
+		{"an @ after a closing double quote", `SET "u"@h = @v`, dialect.Dollar, `SET "u"@h = $1`, []string{"v"}},
+		{"an @ after a closing backquote", "GRANT x TO `app`@host_1", dialect.Question, "GRANT x TO `app`@host_1", nil},
+		{"an @ after a quoted host", "GRANT x TO 'app'@'%', @who", dialect.Question, "GRANT x TO 'app'@'%', ?", []string{"who"}},
+		{"a comment after a comment", "SELECT /* a */ @x /* b */", dialect.Dollar, "SELECT /* a */ $1 /* b */", []string{"x"}},
+		{"a comment's star", "SELECT /* 2 * 3 / 4 */ @x", dialect.Dollar, "SELECT /* 2 * 3 / 4 */ $1", []string{"x"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			q, err := dialect.Compile(c.name, c.text, c.p)
@@ -39,11 +47,76 @@ func TestCompile(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []string{"SELECT 'open", "SELECT /* open", "SELECT $1, @a", "SELECT ?, @a", "SELECT $$ @a $$"} {
-		if _, err := dialect.Compile("bad", bad, dialect.Dollar); !errors.Is(err, dialect.ErrInvalidConfig) {
-			t.Errorf("Compile(%q) = %v, want ErrInvalidConfig", bad, err)
+	for _, bad := range []string{
+		"SELECT 'open", "SELECT /* open", "SELECT $1, @a", "SELECT ?, @a", "SELECT $$ @a $$",
+		// PostgreSQL nests comments: @a is inside the outer one there,
+		// and a parameter to MySQL and SQLite. Refused either way.
+		"SELECT /* outer /* inner */ @a */ 1",
+		"SELECT /* outer /* inner */ */ @a",
+	} {
+		for _, p := range []dialect.Placeholder{dialect.Dollar, dialect.Question} {
+			if q, err := dialect.Compile("bad", bad, p); !errors.Is(err, dialect.ErrInvalidConfig) {
+				t.Errorf("Compile(%q, %v) = %q %v, %v; want ErrInvalidConfig", bad, p, q.SQL, q.Params(), err)
+			}
 		}
 	}
+}
+
+// FuzzCompile checks that Compile never panics, and that what it compiles
+// is consistent: every name it reports has a placeholder, Args accepts
+// exactly those names, and the text outside the placeholders is kept.
+func FuzzCompile(f *testing.F) {
+	for _, seed := range []string{
+		"SELECT @a, @b, @a", "SELECT '@a' -- @b\n/* @c */ @d", "GRANT x TO 'app'@localhost, @who",
+		"SELECT /* outer /* inner */ @a */ 1", "SET @@x = @y, @`z` = 1", "SELECT a @> b, c <@ @d",
+	} {
+		f.Add(seed, true)
+		f.Add(seed, false)
+	}
+	f.Fuzz(func(t *testing.T, text string, dollar bool) {
+		p := dialect.Question
+		if dollar {
+			p = dialect.Dollar
+		}
+		q, err := dialect.Compile("fuzz", text, p)
+		if err != nil {
+			if !errors.Is(err, dialect.ErrInvalidConfig) {
+				t.Fatalf("Compile(%q) = %v, want ErrInvalidConfig", text, err)
+			}
+			return
+		}
+		named := make([]sql.NamedArg, 0, len(q.Params()))
+		for _, n := range q.Params() {
+			if !strings.Contains(text, "@"+n) {
+				t.Fatalf("Compile(%q) reports parameter %q the text does not hold", text, n)
+			}
+			named = append(named, sql.Named(n, n))
+		}
+		args, err := q.Args(named...)
+		if err != nil {
+			t.Fatalf("Compile(%q) = %q %v: Args of its own names: %v", text, q.SQL, q.Params(), err)
+		}
+		if p == dialect.Question {
+			// Quotes and comments are copied as they are (a ? outside
+			// them is refused), so each further ? is a placeholder.
+			if n := strings.Count(q.SQL, "?") - strings.Count(text, "?"); n != len(args) {
+				t.Fatalf("Compile(%q) = %q: %d placeholders, %d arguments", text, q.SQL, n, len(args))
+			}
+			return
+		}
+		if strings.Contains(text, "$") {
+			return
+		}
+		// Putting the names back where the placeholders are gives the text
+		// back: nothing but the parameters changed.
+		back := q.SQL
+		for i := len(q.Params()); i >= 1; i-- { // $12 before $1
+			back = strings.ReplaceAll(back, "$"+strconv.Itoa(i), "@"+q.Params()[i-1])
+		}
+		if back != text {
+			t.Fatalf("Compile(%q) = %q: with the names put back it reads %q", text, q.SQL, back)
+		}
+	})
 }
 
 func TestQueryArgs(t *testing.T) {
