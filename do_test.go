@@ -734,6 +734,11 @@ func TestRetryable(t *testing.T) {
 		{"function's own error", errors.New("card declined"), false},
 		{"cancelled", fmt.Errorf("%w: %w", context.Canceled, idem.ErrLockTimeout), false},
 		{"deadline", context.DeadlineExceeded, false},
+		// A COMMIT interrupted by an ended context: the driver's error
+		// holds the context's, and the outcome is still unknown.
+		{"commit unknown, context cancelled", fmt.Errorf("%w: %w", context.Canceled, dialect.Classified(idem.ErrCommitUnknown, context.Canceled)), true},
+		{"commit unknown, deadline", dialect.Classified(idem.ErrCommitUnknown, context.DeadlineExceeded), true},
+		{"commit timeout", fmt.Errorf("%w: %w: COMMIT not sent", idem.ErrCommitTimeout, context.DeadlineExceeded), true},
 	} {
 		if got := idem.Retryable(tc.err); got != tc.want {
 			t.Errorf("Retryable(%s: %v) = %v, want %v", tc.name, tc.err, got, tc.want)

@@ -51,7 +51,7 @@ func (s *Store[TTx]) DoLease(ctx context.Context, req Request, fn LeaseFunc[TTx]
 	// releasing) must not end with a caller that hung up; CommitTimeout
 	// bounds it instead, as in Do.
 	finishCtx := func() (context.Context, context.CancelFunc) {
-		return context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CommitTimeout)
+		return context.WithTimeoutCause(context.WithoutCancel(ctx), s.cfg.CommitTimeout, ErrCommitTimeout)
 	}
 	hb := l.startHeartbeat(ctx)
 	defer hb.stop()

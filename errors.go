@@ -34,6 +34,14 @@ var (
 	// ErrSchemaNewer: Migrate found the table at a schema version newer
 	// than this code knows; an older binary must not write to it.
 	ErrSchemaNewer = errors.New("idem: database schema is newer than this code")
+	// ErrCommitTimeout: Config.CommitTimeout passed while the completion
+	// or COMMIT of work whose function had returned still ran (in Do, or
+	// in DoLease's completion or release). It is the cause (context.Cause)
+	// of the context they ran on, whose Err is then
+	// context.DeadlineExceeded, not context.Canceled: the caller's context
+	// did not end. Unless the error also matches ErrCommitUnknown, nothing
+	// was committed. Retryable.
+	ErrCommitTimeout = errors.New("idem: Config.CommitTimeout passed before the transaction finished")
 )
 
 // The database meanings, re-exported from package dialect (the same values,
@@ -151,16 +159,22 @@ func retryable(err error) bool {
 }
 
 // Retryable reports whether calling Do (or Purge) again with the same
-// request may succeed where this call failed: Do's retries ran out
-// (ErrRetriesExhausted), a claim waited out its bound (ErrLockTimeout), the
-// database was unavailable, or a commit's outcome is unknown
-// (ErrCommitUnknown: the retry replays or does the work once). A retry with
-// the same key is always safe; this says whether it is worth making. Bad
-// input, a function's own errors and an ended context are not retryable.
+// request may succeed where this call failed: a commit's outcome is unknown
+// (ErrCommitUnknown: the retry replays or does the work once, also when
+// the caller's context ended meanwhile), the commit timeout passed
+// (ErrCommitTimeout), Do's retries ran out (ErrRetriesExhausted), a claim
+// waited out its bound (ErrLockTimeout), or the database was unavailable.
+// A retry with the same key is always safe; this says whether it is worth
+// making. Bad input, a function's own errors, an aborted transaction
+// (ErrTxAborted) and an ended context are not retryable.
 func Retryable(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, ErrCommitUnknown), errors.Is(err, ErrCommitTimeout):
+		return true
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return false
 	}
-	return retryable(err) || errors.Is(err, ErrRetriesExhausted) || errors.Is(err, ErrLockTimeout) ||
-		errors.Is(err, ErrCommitUnknown)
+	return retryable(err) || errors.Is(err, ErrRetriesExhausted) || errors.Is(err, ErrLockTimeout)
 }

@@ -468,14 +468,19 @@ func (c *core) waitedOut(ctx context.Context, req Request) Result {
 }
 
 // failed wraps a statement's error with what was being done, marks errors
-// that mean the transaction itself is unusable with ErrBadTx, and keeps a
-// cancelled context visible to errors.Is.
+// that mean the transaction itself is unusable with ErrBadTx, and keeps an
+// ended context, and its cause (ErrCommitTimeout, say), visible to
+// errors.Is.
 func (c *core) failed(ctx context.Context, op string, req Request, err error) error {
 	if (errors.Is(err, ErrReadOnly) || errors.Is(err, ErrTxDone)) && !errors.Is(err, ErrBadTx) {
 		err = fmt.Errorf("%w: %w", ErrBadTx, err)
 	}
-	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-		err = fmt.Errorf("%w: %w", cerr, err)
+	if cerr := ctx.Err(); cerr != nil {
+		for _, e := range []error{cerr, context.Cause(ctx)} {
+			if !errors.Is(err, e) {
+				err = fmt.Errorf("%w: %w", e, err)
+			}
+		}
 	}
 	return fmt.Errorf("idem: %s %q in scope %q on %s: %w", op, req.Key, req.Scope, c.d.Name(), err)
 }

@@ -3,6 +3,8 @@ package idem
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"sync"
 	"time"
 
 	"github.com/idemkit/idem/dialect"
@@ -51,17 +53,24 @@ func rollback[TTx any](ctx context.Context, tx dialect.Tx[TTx]) {
 
 // txContext is the context a transaction of Do is begun with. It follows
 // the caller's context until detach; after that the caller going away no
-// longer ends it, and the timeout given to detach does.
+// longer ends it, and the timeout given to detach does, with
+// ErrCommitTimeout as its cause (context.Cause). Its Err is then
+// context.DeadlineExceeded, as for any deadline, never context.Canceled:
+// the error of a statement it interrupted must not read as the caller's
+// cancellation while the caller's context is live.
 type txContext struct {
-	context.Context
-	cancel context.CancelFunc
-	follow func() bool // stops following the caller's context
-	timer  *time.Timer
+	context.Context // WithCancelCause of the caller's, without its cancellation
+	cancel          context.CancelCauseFunc
+	follow          func() bool // stops following the caller's context
+	timer           *time.Timer
+
+	mu       sync.Mutex
+	deadline time.Time // set by detach
 }
 
 func followContext(ctx context.Context) *txContext {
-	c, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	return &txContext{Context: c, cancel: cancel, follow: context.AfterFunc(ctx, cancel)}
+	c, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	return &txContext{Context: c, cancel: cancel, follow: context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })}
 }
 
 // detach stops following the caller's context and bounds what is left by
@@ -71,8 +80,28 @@ func (c *txContext) detach(timeout time.Duration) bool {
 	if !c.follow() {
 		return false
 	}
-	c.timer = time.AfterFunc(timeout, c.cancel)
+	c.mu.Lock()
+	c.deadline = time.Now().Add(timeout)
+	c.mu.Unlock()
+	c.timer = time.AfterFunc(timeout, func() { c.cancel(ErrCommitTimeout) })
 	return true
+}
+
+// Deadline is the commit timeout's end once detached.
+func (c *txContext) Deadline() (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.deadline, !c.deadline.IsZero()
+}
+
+// Err is context.DeadlineExceeded once the commit timeout ended the
+// context, and the embedded context's error otherwise.
+func (c *txContext) Err() error {
+	err := c.Context.Err()
+	if err != nil && errors.Is(context.Cause(c.Context), ErrCommitTimeout) {
+		return context.DeadlineExceeded
+	}
+	return err
 }
 
 func (c *txContext) release() {
@@ -80,5 +109,5 @@ func (c *txContext) release() {
 	if c.timer != nil {
 		c.timer.Stop()
 	}
-	c.cancel()
+	c.cancel(nil)
 }

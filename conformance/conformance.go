@@ -138,6 +138,7 @@ func cases[TTx any]() []Case[TTx] {
 		{"ReadFirstOpenKeys", testReadFirstOpenKeys[TTx]},
 		{"SlowWinnerNotOvertaken", testSlowWinnerNotOvertaken[TTx]},
 		{"CommitSurvivesHangUp", testCommitSurvivesHangUp[TTx]},
+		{"CommitTimeoutBeforeCommit", testCommitTimeoutBeforeCommit[TTx]},
 		{"FunctionEndsTransaction", testFunctionEndsTransaction[TTx]},
 		{"MigrateUpgradesUnversioned", testMigrateUpgradesUnversioned[TTx]},
 		{"MigrateRefusesNewer", testMigrateRefusesNewer[TTx]},

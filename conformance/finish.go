@@ -175,3 +175,73 @@ func endNative(ctx context.Context, tx any, commit bool) error {
 	}
 	return fmt.Errorf("conformance: cannot commit or roll back a %T", tx)
 }
+
+// lateCommitDriver holds every COMMIT back until the context Commit gets
+// has ended: the store's commit timeout passes after the function returned
+// and before COMMIT is sent. Its transactions keep every optional ability
+// of the backend's (so the production COMMIT path runs).
+type lateCommitDriver[TTx any] struct{ dialect.Driver[TTx] }
+
+func (d lateCommitDriver[TTx]) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.Tx[TTx], error) {
+	tx, err := d.Driver.Begin(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &WrappedTx[TTx]{Tx: tx, OnCommit: func(ctx context.Context, tx dialect.Tx[TTx]) error {
+		select {
+		case <-ctx.Done():
+		case <-time.After(gateTimeout):
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+			return errors.New("conformance: the commit timeout never ended the context COMMIT runs on")
+		}
+		return tx.Commit(ctx)
+	}}, nil
+}
+
+// testCommitTimeoutBeforeCommit: when the store's commit timeout passes
+// before COMMIT is sent, nothing was committed and the store knows it: the
+// error matches ErrCommitTimeout and context.DeadlineExceeded, never
+// ErrCommitUnknown (the transaction's Commit must say a COMMIT it did not
+// send failed) nor context.Canceled (the caller's context is live), no
+// commit of unknown outcome is reported, Retryable says a retry is worth
+// it, and the retry does the work once.
+func testCommitTimeoutBeforeCommit[TTx any](t *testing.T, b Backend[TTx]) {
+	e := setup(t, b, idem.Config{})
+	events := &eventLog{}
+	cfg := e.Store.Config()
+	cfg.CommitTimeout, cfg.Observer = 100*time.Millisecond, events
+	store, err := idem.New[TTx](lateCommitDriver[TTx]{e.Driver}, cfg)
+	if err != nil {
+		t.Fatalf("[%s] idem.New: %v", e.Backend, err)
+	}
+	req := request("late-commit", "x")
+	res, err := store.Do(e.Ctx, req, e.work("late-commit", created("done")))
+	if e.Ctx.Err() != nil {
+		e.Fatalf(req.Key, "the case's context ended: %v", e.Ctx.Err())
+	}
+	switch {
+	case err == nil:
+		e.Fatalf(req.Key, "Do whose commit timeout passed before COMMIT: %+v, want an error", res)
+	case errors.Is(err, idem.ErrCommitUnknown):
+		e.Errorf(req.Key, "Do: %v, want a known failure: COMMIT was never sent, yet it is reported with an unknown outcome (see dialect.Tx.Commit)", err)
+	case !errors.Is(err, idem.ErrCommitTimeout) || !errors.Is(err, context.DeadlineExceeded):
+		e.Errorf(req.Key, "Do: %v, want it to match idem.ErrCommitTimeout and context.DeadlineExceeded", err)
+	case errors.Is(err, context.Canceled):
+		e.Errorf(req.Key, "Do: %v matches context.Canceled, but the caller's context is live: the commit timeout ended the transaction", err)
+	}
+	if !idem.Retryable(err) {
+		e.Errorf(req.Key, "Retryable(%v) = false, want true: a retry may well commit", err)
+	}
+	if n := len(events.of(idem.EventCommitUnknown)); n != 0 {
+		e.Errorf(req.Key, "%d commits of unknown outcome reported, want none: COMMIT was never sent", n)
+	}
+	if n := e.effectCount("late-commit"); n != 0 {
+		e.Fatalf(req.Key, "effects = %d after a COMMIT that was never sent, want 0", n)
+	}
+	if r := e.do(e.Store, req, e.work("late-commit", created("again"))); r.Outcome != idem.Won || !r.Committed {
+		e.Fatalf(req.Key, "retry: %+v, want won and committed", r)
+	}
+	if n := e.effectCount("late-commit"); n != 1 {
+		e.Fatalf(req.Key, "effects = %d after the retry, want 1", n)
+	}
+}

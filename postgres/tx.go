@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -186,6 +187,12 @@ func (t *pgxTx) Commit(ctx context.Context) error {
 		t.finish()
 		return errTxDone
 	}
+	if err := ctx.Err(); err != nil {
+		// pgx sends nothing on an ended context: the COMMIT does not
+		// leave, so the failure is known (dialect.Tx.Commit).
+		t.end(ctx)
+		return fmt.Errorf("postgres: COMMIT not sent, the transaction's context ended: %w", err)
+	}
 	var (
 		tag pgconn.CommandTag
 		err error
@@ -212,16 +219,31 @@ func (t *pgxTx) Commit(ctx context.Context) error {
 			err = pgx.ErrTxCommitRollback
 		}
 	}
+	// pgx refuses to send on a context that ended meanwhile, and on a
+	// connection busy or closed before the COMMIT: it calls such an error
+	// safe to retry. Once the COMMIT left, a lost answer closes the
+	// connection, so a connection still open says it never left.
+	notSent := pgconn.SafeToRetry(err) && !t.conn.IsClosed()
+	t.end(ctx)
+	if notSent {
+		return fmt.Errorf("postgres: COMMIT not sent: %w", err)
+	}
+	return commitError(completionError(err))
+}
+
+// end ends a transaction whose COMMIT failed or was not sent, and finishes
+// it.
+func (t *pgxTx) end(ctx context.Context) {
 	if t.conn.PgConn().TxStatus() != 'I' {
-		// The pipeline stopped before COMMIT, or the connection broke:
-		// end the transaction (pgx closes a connection it cannot end it
-		// on), within a bound of its own, since ctx may have ended.
+		// The pipeline stopped before COMMIT, COMMIT was not sent, or the
+		// connection broke: end the transaction (pgx closes a connection
+		// it cannot end it on), within a bound of its own, since ctx may
+		// have ended.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 		_ = t.tx.Rollback(rctx)
 		cancel()
 	}
 	t.finish()
-	return commitError(completionError(err))
 }
 
 // Rollback rolls back; it does nothing after Commit or Rollback.

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -239,5 +240,88 @@ func commitUnknown[TTx any](ctx context.Context, t *testing.T, d dialect.Driver[
 	}
 	if !errors.Is(purgeErr, idem.ErrCommitUnknown) {
 		t.Errorf("Purge with the connection lost during COMMIT = %v, want ErrCommitUnknown", purgeErr)
+	}
+}
+
+// TestCommitContextEndedBeforeSend: a COMMIT whose context ended before it
+// was sent is a known failure, as dialect.Tx.Commit promises: nothing was
+// committed, and no driver reports it with an unknown outcome, also when a
+// completion waits to go with the COMMIT.
+func TestCommitContextEndedBeforeSend(t *testing.T) {
+	pool, db := connect(t)
+	pgxDriver, err := postgres.New(t.Context(), pool, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlDriver, err := postgres.NewSQL(t.Context(), db, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	heldDriver, err := postgres.NewSQL(t.Context(), server.held, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, deferred := range []bool{false, true} {
+		t.Run(fmt.Sprintf("deferred=%v", deferred), func(t *testing.T) {
+			t.Run("pgx", func(t *testing.T) { commitAfterContextEnded(t, pgxDriver, deferred) })
+			t.Run("database-sql", func(t *testing.T) { commitAfterContextEnded(t, sqlDriver, deferred) })
+			t.Run("hold-begin", func(t *testing.T) { commitAfterContextEnded(t, heldDriver, deferred) })
+		})
+	}
+}
+
+func commitAfterContextEnded[TTx any](t *testing.T, d dialect.Driver[TTx], deferred bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	table := "idemctxcommit_" + hex.EncodeToString(b)
+	if _, err := d.Pool().Exec(ctx, "CREATE TABLE "+table+" (k text)"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := d.Pool().Exec(context.Background(), "DROP TABLE "+table); err != nil {
+			t.Errorf("drop %s: %v", table, err)
+		}
+	})
+	txCtx, end := context.WithCancel(ctx)
+	defer end()
+	tx, err := d.Begin(txCtx, dialect.BeginOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// BEGIN goes with the first statement: send one.
+	if err := dialect.Pipeline(txCtx, tx, dialect.Statement{SQL: "INSERT INTO " + table + " (k) VALUES ('first')"}); err != nil {
+		t.Fatal(err)
+	}
+	held := false
+	if deferred {
+		held = dialect.DeferToCommit(tx, dialect.Statement{SQL: "INSERT INTO " + table + " (k) VALUES ('with-commit')"})
+		if !held {
+			t.Skip("the transaction does not hold statements for COMMIT")
+		}
+	}
+	end()
+	err = tx.Commit(txCtx)
+	if err == nil {
+		t.Fatalf("Commit on an ended context succeeded")
+	}
+	if got := d.Dialect().Classify(err); errors.Is(got, dialect.ErrCommitUnknown) {
+		t.Errorf("Commit on a context that ended before COMMIT was sent: %v, want a known failure, not ErrCommitUnknown", got)
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Commit on an ended context: %v, want it to match context.Canceled", err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Errorf("Rollback after the failed Commit: %v, want nil", err)
+	}
+	rows, err := d.Pool().Query(ctx, "SELECT COUNT(*) FROM "+table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var n int64
+	if !rows.Next() || rows.Scan(&n) != nil || n != 0 {
+		t.Fatalf("rows = %d after a COMMIT that was never sent, want 0", n)
 	}
 }
