@@ -133,7 +133,13 @@ func (s *Store[TTx]) attempt(ctx context.Context, req Request, fn Func[TTx], o c
 		}
 	}()
 
-	claim, err := s.claim(ctx, tx, req)
+	// Every read through the pool comes after the rollback: the
+	// transaction holds a connection, maybe the pool's only one.
+	end := func() {
+		finished = true
+		rollback(ctx, tx)
+	}
+	claim, err := s.claim(ctx, tx, req, end)
 	if err != nil {
 		return Result{}, err
 	}
@@ -158,6 +164,7 @@ func (s *Store[TTx]) attempt(ctx context.Context, req Request, fn Func[TTx], o c
 	}
 	if err := claim.Complete(txCtx, resp); err != nil {
 		if errors.Is(err, ErrTxDone) {
+			end()
 			return Result{}, s.txEnded(req, err)
 		}
 		return Result{}, err
@@ -179,7 +186,9 @@ func (s *Store[TTx]) attempt(ctx context.Context, req Request, fn Func[TTx], o c
 
 // txEnded reports that the function committed or rolled back the
 // transaction Do gave it. A read of the key tells which: a claim still
-// pending was committed by the function, with whatever it wrote.
+// pending was committed by the function, with whatever it wrote. Do's own
+// transaction must have been ended first: it may hold the pool's only
+// connection (a driver that keeps one of its own for the transaction).
 func (s *Store[TTx]) txEnded(req Request, cause error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
 	defer cancel()

@@ -415,10 +415,16 @@ func (s *Store[TTx]) Claim(ctx context.Context, tx TTx, req Request) (*Claimed, 
 	if err != nil {
 		return nil, fmt.Errorf("idem: claim %q: %w", req.Key, err)
 	}
-	return s.claim(ctx, q, req)
+	// The caller's transaction is not ours to end: a claim that waited
+	// out its bound reads the key while it still holds its connection.
+	return s.claim(ctx, q, req, nil)
 }
 
-func (c *core) claim(ctx context.Context, q dialect.Queryer, req Request) (*Claimed, error) {
+// claim claims req's key in q. When the claim waits out its bound, the
+// key's committed record is read outside q (waitedOut), after end has
+// ended q's transaction, when end is not nil: q holds a connection of the
+// pool, which may be its only one.
+func (c *core) claim(ctx context.Context, q dialect.Queryer, req Request, end func()) (*Claimed, error) {
 	started := c.startClock()
 	res, err := c.d.Claim(ctx, q, c.table, dialect.ClaimArgs{
 		Scope:       req.Scope,
@@ -431,6 +437,9 @@ func (c *core) claim(ctx context.Context, q dialect.Queryer, req Request) (*Clai
 	if err != nil {
 		err = c.d.Classify(err)
 		if errors.Is(err, ErrLockTimeout) && ctx.Err() == nil {
+			if end != nil {
+				end()
+			}
 			res := c.waitedOut(ctx, req)
 			c.claimed(ctx, req, res.Outcome, started, false)
 			return &Claimed{Result: res, core: c, req: req}, nil
@@ -456,8 +465,12 @@ func (c *core) claim(ctx context.Context, q dialect.Queryer, req Request) (*Clai
 // fingerprint is a mismatch, as they would once the wait ended; a pending
 // one is InFlight with its record (a lease's end, for Retry-After). With no
 // record the key is held by a transaction not yet committed, or, where
-// writers wait for the whole database, possibly by nobody: Busy.
+// writers wait for the whole database, possibly by nobody: Busy. The read
+// waits at most Config.WaitBound, also for a connection of the pool: the
+// caller's own transaction (Store.Claim) may hold the pool's last one.
 func (c *core) waitedOut(ctx context.Context, req Request) Result {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.WaitBound)
+	defer cancel()
 	rec, found, err := c.d.Lookup(ctx, c.pool, c.table, dialect.LookupArgs{Scope: req.Scope, Key: req.Key, Now: c.now()})
 	if err == nil && found {
 		if res, err := c.judge(req, rec); err == nil {
