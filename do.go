@@ -23,7 +23,12 @@ type Func[TTx any] func(ctx context.Context, tx TTx) (Response, error)
 //
 // fn's error rolls back and is returned unchanged. A response whose status
 // Config.StoreStatus refuses (by default 5xx, 408, 425 and 429) is returned
-// with Committed false and rolled back. Errors that a retry of the whole
+// with Committed false and rolled back. When a statement of fn failed and
+// the database aborted the transaction (PostgreSQL, see ErrTxAborted), fn's
+// response cannot be stored: Do rolls back, and returns a client error
+// (4xx) with Committed false and Result.NotStored set, and any other
+// response as an error matching ErrTxAborted, which is not retried. Errors
+// that a retry of the whole
 // transaction may cure (ErrSerialization, ErrDeadlock, ErrUnavailable), from
 // any statement including fn's, retry it up to Config.MaxAttempts times
 // with jittered backoff; then Do returns a *RetryError. Once fn has
@@ -167,6 +172,10 @@ func (s *Store[TTx]) attempt(ctx context.Context, req Request, fn Func[TTx], o c
 			end()
 			return Result{}, s.txEnded(req, err)
 		}
+		if errors.Is(err, ErrTxAborted) {
+			end()
+			return unstored(req, resp, err)
+		}
 		return Result{}, err
 	}
 	finished = true
@@ -176,12 +185,31 @@ func (s *Store[TTx]) attempt(ctx context.Context, req Request, fn Func[TTx], o c
 		if errors.Is(err, ErrTxDone) {
 			return Result{}, s.txEnded(req, err)
 		}
+		if errors.Is(err, ErrTxAborted) {
+			// The completion held back for COMMIT met the aborted
+			// transaction, or COMMIT rolled it back.
+			return unstored(req, resp, s.failed(txCtx, "commit of", req, err))
+		}
 		if errors.Is(err, ErrCommitUnknown) && s.observing() {
 			s.emit(ctx, Event{Kind: EventCommitUnknown, Scope: req.Scope, Key: req.Key, Err: err})
 		}
 		return Result{}, s.failed(txCtx, "commit of", req, err)
 	}
 	return Result{Outcome: Won, Response: resp, Committed: true}, nil
+}
+
+// unstored is the outcome of work whose transaction a failed statement
+// aborted before the function answered (err matches ErrTxAborted): it was
+// rolled back and resp cannot be stored. A client error (4xx) is the
+// function's own answer to that failure (a unique violation answered 409,
+// say): it is returned, not stored, with NotStored saying why. Any other
+// answer reports work that did not happen: an error.
+func unstored(req Request, resp Response, err error) (Result, error) {
+	if resp.Status >= 400 && resp.Status < 500 {
+		return Result{Outcome: Won, Response: resp, NotStored: err}, nil
+	}
+	return Result{}, fmt.Errorf("idem: key %q in scope %q: the function answered status %d after a statement of its transaction failed and aborted it; the work was rolled back and nothing stored: %w",
+		req.Key, req.Scope, resp.Status, err)
 }
 
 // txEnded reports that the function committed or rolled back the

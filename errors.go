@@ -83,6 +83,16 @@ var (
 	// function given to Do ended the transaction itself, the error is a
 	// *TxEndedError, which says whether the claim was committed.
 	ErrTxDone = dialect.ErrTxDone
+	// ErrTxAborted: a statement of the transaction failed and the database
+	// (PostgreSQL) aborted the whole transaction: every later statement
+	// fails, and nothing of it can be kept. When the function given to Do
+	// answered after such a failure (it caught a unique violation and
+	// answered 409, say), Do rolls back and stores nothing: a client error
+	// (4xx) is returned as the function's answer, with Result.NotStored
+	// saying why; any other answer claimed work that did not happen, and
+	// Do returns an error matching ErrTxAborted. Not retryable. Claim and
+	// Complete in such a transaction also match ErrBadTx.
+	ErrTxAborted = dialect.ErrTxAborted
 	// ErrBadTx: the transaction handed in is nil, finished, read-only or of
 	// a kind the driver cannot use.
 	ErrBadTx = dialect.ErrBadTx

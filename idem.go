@@ -375,9 +375,19 @@ type Result struct {
 	Response Response
 	// Committed is set by Do: the function's work and the record committed.
 	// It is false on Won when the response's status was not to be stored
-	// and its transaction rolled back (see Config.StoreStatus), and for
-	// every other outcome.
+	// and its transaction rolled back (see Config.StoreStatus), or when it
+	// could not be stored (NotStored), and for every other outcome.
 	Committed bool
+	// NotStored, on Won from Do or from a lease's Complete, is why the
+	// function's response could not be stored: a statement of its
+	// transaction failed before it answered, and the database aborted the
+	// transaction (it matches ErrTxAborted). The answer, a client error
+	// (4xx), is the function's own; its work was rolled back and a retry
+	// with the key does it again. Log it: to store such answers, keep the
+	// transaction usable (a savepoint around the statement that may fail,
+	// or INSERT ... ON CONFLICT DO NOTHING). It is nil when the status was
+	// not to be stored (Config.StoreStatus) and when Committed.
+	NotStored error
 	// Record is the record a loser found: zero on an InFlight whose wait
 	// ran out while no committed record held the key (another
 	// transaction's claim was not committed yet, or Busy), and on Won from
@@ -485,7 +495,7 @@ func (c *core) waitedOut(ctx context.Context, req Request) Result {
 // ended context, and its cause (ErrCommitTimeout, say), visible to
 // errors.Is.
 func (c *core) failed(ctx context.Context, op string, req Request, err error) error {
-	if (errors.Is(err, ErrReadOnly) || errors.Is(err, ErrTxDone)) && !errors.Is(err, ErrBadTx) {
+	if (errors.Is(err, ErrReadOnly) || errors.Is(err, ErrTxDone) || errors.Is(err, ErrTxAborted)) && !errors.Is(err, ErrBadTx) {
 		err = fmt.Errorf("%w: %w", ErrBadTx, err)
 	}
 	if cerr := ctx.Err(); cerr != nil {

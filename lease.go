@@ -538,6 +538,11 @@ func (l *Lease[TTx]) fencedTx(ctx context.Context, op string, fn func(ctx contex
 // ErrLeaseLost, storing nothing, when the lease was taken over. A response
 // it cannot store (too large, an invalid status) is refused before
 // anything is written; the lease stays held (DoLease then releases it).
+// When a statement of fn failed and the database aborted the transaction
+// (see ErrTxAborted), nothing is stored: a client error (4xx) is returned
+// as Do returns it (Committed false, Result.NotStored set) and the lease
+// released; any other response is an error matching ErrTxAborted, and the
+// lease stays held.
 func (l *Lease[TTx]) Complete(ctx context.Context, resp Response, fn func(ctx context.Context, tx TTx) error) (Result, error) {
 	if err := resp.validate(); err != nil {
 		return Result{}, err
@@ -558,10 +563,30 @@ func (l *Lease[TTx]) Complete(ctx context.Context, resp Response, fn func(ctx co
 		return Result{}, err
 	}
 	leaser := l.store.d.(dialect.Leaser)
-	err = l.fencedTx(ctx, "complete the lease of", fn, func(q dialect.Queryer) error {
+	answered := fn // fn, telling its own error from the commit's
+	fnFailed := false
+	if fn != nil {
+		answered = func(ctx context.Context, tx TTx) error {
+			err := fn(ctx, tx)
+			fnFailed = err != nil
+			return err
+		}
+	}
+	err = l.fencedTx(ctx, "complete the lease of", answered, func(q dialect.Queryer) error {
 		a := dialect.CompleteLeaseArgs{FenceArgs: l.fence(), Status: resp.Status, Header: header, Body: body, Retention: l.store.cfg.Retention}
 		return leaser.CompleteLease(ctx, q, l.store.table, a)
 	})
+	if errors.Is(err, ErrTxAborted) && !fnFailed {
+		// A statement of fn failed and fn went on: its COMMIT rolled back.
+		res, err := unstored(l.req, resp, err)
+		if err != nil {
+			return Result{}, err
+		}
+		if err := l.release(ctx); err != nil {
+			return Result{}, err
+		}
+		return res, nil
+	}
 	if err != nil {
 		return Result{}, err
 	}

@@ -167,6 +167,14 @@ type Capabilities struct {
 	// ErrDeadlock or ErrSerialization, and a retry replays. A won claim is
 	// final only once its COMMIT succeeds.
 	ConflictsAtCommit bool
+	// FailedStatementAborts is true when a statement that fails (a unique
+	// violation the caller's function catches, say) aborts the whole
+	// transaction: every later statement fails, COMMIT rolls back, and
+	// Classify maps that failure to ErrTxAborted (PostgreSQL). Where it is
+	// false, such a statement is undone alone and the transaction goes on
+	// (MySQL, MariaDB, SQLite), so the function's answer after it is
+	// stored with the rest of its work.
+	FailedStatementAborts bool
 }
 
 // State is where a record is in the lifecycle.

@@ -232,6 +232,7 @@
 //	ErrLockTimeout      55P03, 57014                   1205, 3572               SQLITE_BUSY, SQLITE_LOCKED
 //	ErrReadOnly         25006                          1792, 1290               SQLITE_READONLY
 //	ErrTooLarge         54000                          1153, 1406, 1118, 1301   SQLITE_TOOBIG
+//	ErrTxAborted        25P02; COMMIT answered ROLLBACK -                       -
 //	ErrInvalidValue     22021, 22P05                   1366                     -
 //	ErrUnavailable      08xxx, 57P01-57P03, lost conn  1040, 1047, 1053, 1927   -
 //	ErrCommitUnknown    40003 (CockroachDB); lost conn lost connection at COMMIT -

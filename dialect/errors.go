@@ -39,6 +39,13 @@ var (
 	ErrCommitUnknown = errors.New("commit outcome unknown")
 	// ErrTxDone: the transaction was already committed or rolled back.
 	ErrTxDone = errors.New("transaction already committed or rolled back")
+	// ErrTxAborted: a statement of the transaction failed and the database
+	// aborted the whole transaction: it refuses every later statement
+	// until the transaction ends, and a COMMIT rolls it back (PostgreSQL's
+	// SQLSTATE 25P02, in_failed_sql_transaction, and a COMMIT it answered
+	// with ROLLBACK). Nothing of the transaction can be kept; a retry of
+	// the same work fails the same way unless what failed changed.
+	ErrTxAborted = errors.New("transaction aborted by a statement that failed")
 	// ErrBadTx: the transaction handed in cannot be used (nil, finished, or
 	// not of the kind this driver runs on).
 	ErrBadTx = errors.New("unusable transaction")
@@ -92,7 +99,7 @@ func IsClassified(err error) bool {
 
 var meanings = []error{
 	ErrUniqueViolation, ErrSerialization, ErrDeadlock, ErrLockTimeout,
-	ErrReadOnly, ErrTooLarge, ErrInvalidValue, ErrCommitUnknown, ErrTxDone, ErrBadTx, ErrNotClaimed,
+	ErrReadOnly, ErrTooLarge, ErrInvalidValue, ErrCommitUnknown, ErrTxDone, ErrTxAborted, ErrBadTx, ErrNotClaimed,
 	ErrUnavailable, ErrInvalidConfig, ErrLeaseLost,
 }
 

@@ -55,6 +55,15 @@
 // an outcome (5xx, 408, 425 and 429, see idem.Config.StoreStatus) are served
 // but rolled back, so a retry runs the handler again; every other status,
 // 4xx included, commits with the handler's writes and replays.
+//
+// On PostgreSQL a statement that fails aborts the whole transaction, so a
+// handler that catches the error (a unique violation) and answers has
+// nothing left to commit (see idem.ErrTxAborted): a 4xx answer is served
+// but not stored, rolled back and logged as a WARN, and a retry runs the
+// handler again; a 2xx or 3xx answer claims work that was rolled back, so
+// the client gets 500 "handler-failed" instead. To store such an answer,
+// keep the transaction usable: a savepoint around the statement that may
+// fail, or INSERT ... ON CONFLICT DO NOTHING (see docs/backends.md).
 // A panic in the handler rolls back and propagates to net/http (or your
 // recovery middleware); nothing is stored.
 //

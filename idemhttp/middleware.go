@@ -382,6 +382,10 @@ func (m *Middleware[TTx]) answer(w http.ResponseWriter, r *http.Request, req ide
 	case idem.Won:
 		// The handler's full answer: the stored subset plus what is never
 		// stored (Set-Cookie, for instance). A 5xx was rolled back.
+		if res.NotStored != nil {
+			m.logger().LogAttrs(r.Context(), slog.LevelWarn, "idemhttp: handler answered after a statement of its transaction failed and aborted it: answer sent, not stored; rolled back, a retry runs the handler again (use a savepoint or INSERT ... ON CONFLICT to keep the transaction usable)",
+				slog.String("scope", req.Scope), slog.String("key", req.Key), slog.Int("status", last.status), slog.Any("error", res.NotStored))
+		}
 		writeResponse(w, last.status, last.sent, last.body.Bytes(), last.trailer())
 	case idem.Replay:
 		w.Header().Set(HeaderReplayed, "true")
@@ -455,6 +459,9 @@ func (m *Middleware[TTx]) failed(w http.ResponseWriter, r *http.Request, req ide
 		w.Header().Set("Retry-After", m.retryAfter)
 		writeProblem(w, http.StatusServiceUnavailable, "store-unavailable",
 			"The operation conflicted with concurrent ones and was rolled back. Retry with the same Idempotency-Key.")
+	case errors.Is(err, idem.ErrTxAborted):
+		log("handler answered success after a statement of its transaction failed and aborted it; rolled back")
+		writeProblem(w, http.StatusInternalServerError, "handler-failed", "The operation failed and was rolled back. Nothing was stored.")
 	case errors.As(err, &ended):
 		log("handler ended the transaction itself")
 		detail := "The operation failed: its transaction was ended before the response could be stored, and it was rolled back. Retrying with the same Idempotency-Key does the operation."

@@ -30,14 +30,20 @@ const (
 	notClaimedCode = "22012"
 )
 
-// Classify maps SQLSTATE codes, pgx's closed-transaction error and lost
-// or closed connections to the dialect meanings.
+// Classify maps SQLSTATE codes, pgx's closed-transaction error, a COMMIT
+// answered with ROLLBACK and lost or closed connections to the dialect
+// meanings.
 func (*postgresDialect) Classify(err error) error {
 	if err == nil || dialect.IsClassified(err) {
 		return err
 	}
-	if errors.Is(err, pgx.ErrTxClosed) {
+	switch {
+	case errors.Is(err, pgx.ErrTxClosed):
 		return dialect.Classified(dialect.ErrTxDone, err)
+	case errors.Is(err, pgx.ErrTxCommitRollback):
+		// The server rolled the COMMIT back: a statement had failed and
+		// aborted the transaction.
+		return dialect.Classified(dialect.ErrTxAborted, err)
 	}
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
@@ -66,7 +72,7 @@ func (*postgresDialect) Classify(err error) error {
 	case pe.Code == readOnlyTransaction:
 		return dialect.Classified(dialect.ErrReadOnly, err)
 	case pe.Code == inFailedTransaction:
-		return dialect.Classified(dialect.ErrBadTx, err)
+		return dialect.Classified(dialect.ErrTxAborted, err)
 	case pe.Code == characterNotInRepertoire, pe.Code == untranslatableCharacter:
 		return dialect.Classified(dialect.ErrInvalidValue, err)
 	case pe.Code == programLimitExceeded:

@@ -25,7 +25,7 @@ func TestClassify(t *testing.T) {
 		{"55P03", dialect.ErrLockTimeout},
 		{"57014", dialect.ErrLockTimeout},
 		{"25006", dialect.ErrReadOnly},
-		{"25P02", dialect.ErrBadTx},
+		{"25P02", dialect.ErrTxAborted},
 		{"22021", dialect.ErrInvalidValue},
 		{"54000", dialect.ErrTooLarge},
 		// CockroachDB: "statement completion unknown" at COMMIT.
@@ -47,6 +47,11 @@ func TestClassify(t *testing.T) {
 	}
 	if err := d.Classify(pgx.ErrTxClosed); !errors.Is(err, dialect.ErrTxDone) {
 		t.Errorf("pgx.ErrTxClosed: %v, want ErrTxDone", err)
+	}
+	// A COMMIT the server answered with ROLLBACK: the transaction had
+	// been aborted by a statement that failed.
+	if err := d.Classify(fmt.Errorf("wrapped: %w", pgx.ErrTxCommitRollback)); !errors.Is(err, dialect.ErrTxAborted) || !errors.Is(err, pgx.ErrTxCommitRollback) {
+		t.Errorf("pgx.ErrTxCommitRollback: %v, want ErrTxAborted wrapping it", err)
 	}
 	// A statement on a connection pgx closed when the server ended the
 	// session: the transaction is gone, a retry of it may succeed.

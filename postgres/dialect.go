@@ -31,7 +31,9 @@ func newDialect() *postgresDialect {
 func (*postgresDialect) Name() string { return "postgres" }
 
 // Capabilities reports row-level locks: a loser waits on the key only.
-func (*postgresDialect) Capabilities() dialect.Capabilities { return dialect.Capabilities{} }
+func (*postgresDialect) Capabilities() dialect.Capabilities {
+	return dialect.Capabilities{FailedStatementAborts: true}
+}
 
 // Schema returns the versioned DDL (migrations/*.sql).
 func (d *postgresDialect) Schema(t dialect.Table) dialect.Schema { return d.stmts.For(t).schema }
