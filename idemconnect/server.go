@@ -295,6 +295,11 @@ func (s *Server[TTx]) serve(ctx context.Context, req connect.AnyRequest, next co
 		return idem.Response{Status: idem.NoStatus, Header: header, Body: outcome{trailer: trailer, message: b}.encode()}, nil
 	})
 	if err != nil {
+		if errors.Is(err, idem.ErrTxAborted) && last.err != nil {
+			s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "idemconnect: handler answered an error after a statement of its transaction failed and aborted it: answer sent, not stored; rolled back", slog.String("procedure", procedure),
+				slog.String("scope", ireq.Scope), slog.String("key", ireq.Key), slog.Any("error", err))
+			return nil, last.err // the handler's own answer, not stored
+		}
 		return nil, s.failed(ctx, ireq, procedure, err)
 	}
 	switch res.Outcome {
@@ -376,6 +381,9 @@ func (s *Server[TTx]) failed(ctx context.Context, req idem.Request, procedure st
 		return connect.NewError(connect.CodeInternal, errors.New("the call's transaction was ended before its response could be stored"))
 	case errors.As(err, &herr):
 		return herr.err // not stored, rolled back: the handler's own answer
+	case errors.Is(err, idem.ErrTxAborted):
+		log("handler answered success after a statement of its transaction failed and aborted it; rolled back")
+		return connect.NewError(connect.CodeInternal, errors.New("the call failed and was rolled back; nothing was stored"))
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return connect.NewError(connect.CodeDeadlineExceeded, ctx.Err())
 	case ctx.Err() != nil:

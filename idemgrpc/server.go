@@ -232,6 +232,11 @@ func (s *Server[TTx]) serve(ctx context.Context, req any, method string, handler
 		res, err = s.store.Do(ctx, ireq, s.doFunc(req, method, handler, &last))
 	}
 	if err != nil {
+		if errors.Is(err, idem.ErrTxAborted) && last.err != nil {
+			s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "idemgrpc: handler answered an error after a statement of its transaction failed and aborted it: answer sent, not stored; rolled back", slog.String("method", method),
+				slog.String("scope", ireq.Scope), slog.String("key", ireq.Key), slog.Any("error", err))
+			return nil, last.err // the handler's own answer, not stored
+		}
 		return nil, s.failed(ctx, ireq, method, err)
 	}
 	switch res.Outcome {
@@ -314,6 +319,9 @@ func (s *Server[TTx]) failed(ctx context.Context, req idem.Request, method strin
 		return status.Error(codes.Internal, "the call's transaction was ended before its response could be stored")
 	case errors.As(err, &herr):
 		return herr.err // not stored, rolled back: the handler's own answer
+	case errors.Is(err, idem.ErrTxAborted):
+		log("handler answered success after a statement of its transaction failed and aborted it; rolled back")
+		return status.Error(codes.Internal, "the call failed and was rolled back; nothing was stored")
 	case ctx.Err() != nil:
 		return status.FromContextError(ctx.Err()).Err()
 	}

@@ -1,0 +1,57 @@
+package idemqueue_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"testing"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/dialect"
+	"github.com/idemkit/idem/idemqueue"
+	"github.com/idemkit/idem/idemtest"
+	"github.com/idemkit/idem/sqlite"
+)
+
+// abortingDriver is SQLite whose completions fail the way PostgreSQL's do
+// after a statement of the transaction failed: the transaction is aborted
+// (idem.ErrTxAborted), as if the handler had caught a unique violation.
+type abortingDriver struct{ *sqlite.Driver }
+
+func (d abortingDriver) Dialect() dialect.Dialect { return abortingDialect{d.Driver.Dialect()} }
+
+type abortingDialect struct{ dialect.Dialect }
+
+func (abortingDialect) Complete(context.Context, dialect.Queryer, dialect.Table, dialect.CompleteArgs) error {
+	return dialect.Classified(dialect.ErrTxAborted, errors.New("test: current transaction is aborted, commands ignored until end of transaction block"))
+}
+
+// TestHandlerAfterAbortedTransaction: a handler that returns success after
+// a statement of its transaction failed and aborted it did no work: the
+// message is not acked but handed back for redelivery (like a handler's
+// error), with an error matching idem.ErrTxAborted, and nothing is stored.
+func TestHandlerAfterAbortedTransaction(t *testing.T) {
+	lite := idemtest.NewSQLite(t, idem.Config{})
+	store, err := idem.New[*sql.Tx](abortingDriver{lite.Driver}, idem.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := idemqueue.New(store, idemqueue.Config{Name: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := 0
+	d := c.Process(t.Context(), msg("orders.new", "m-1", `{"item":1}`), func(context.Context, *sql.Tx, idemqueue.Message) ([]byte, error) {
+		runs++
+		return []byte("order 1"), nil
+	})
+	if d.Action != idemqueue.Retry || !errors.Is(d.Err, idem.ErrTxAborted) {
+		t.Fatalf("Process: %+v, want Retry with an error matching idem.ErrTxAborted", d)
+	}
+	if runs != 1 {
+		t.Errorf("the handler ran %d times, want once", runs)
+	}
+	if n, err := lite.Store.Counts(t.Context(), ""); err != nil || n.Total() != 0 {
+		t.Errorf("Counts: %+v, %v; want no record stored", n, err)
+	}
+}
