@@ -81,7 +81,11 @@ func (s *Store[TTx]) DoLease(ctx context.Context, req Request, fn LeaseFunc[TTx]
 		// Nothing was stored (or, after a COMMIT of unknown outcome,
 		// perhaps it was, and then the fenced release finds no lease):
 		// let a retry take the work over now, not when the lease ends.
-		if rerr := l.Release(fctx); rerr != nil && !errors.Is(rerr, ErrLeaseLost) {
+		// The completion may have used up the commit timeout: the
+		// release gets one of its own.
+		rctx, cancel := finishCtx()
+		defer cancel()
+		if rerr := l.Release(rctx); rerr != nil && !errors.Is(rerr, ErrLeaseLost) {
 			return Result{}, errors.Join(err, rerr)
 		}
 	}
