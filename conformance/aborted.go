@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -170,6 +171,7 @@ func testDeadlockSwallowedInFunction[TTx any](t *testing.T, b Backend[TTx]) {
 	e.Exec(e.Driver.Pool(), "INSERT INTO "+rows+" (k, n) VALUES ('a', 0), ('b', 0)")
 	locked := [2]chan struct{}{make(chan struct{}), make(chan struct{})}
 	swallowed := [2]chan error{make(chan error, 1), make(chan error, 1)}
+	var calls [2]atomic.Int32
 	update := func(ctx context.Context, tx TTx, row string) error {
 		q, err := e.Driver.Wrap(tx)
 		if err != nil {
@@ -187,14 +189,21 @@ func testDeadlockSwallowedInFunction[TTx any](t *testing.T, b Backend[TTx]) {
 			if err := update(ctx, tx, first); err != nil {
 				return idem.Response{}, err
 			}
-			close(locked[i])
-			select {
-			case <-locked[1-i]:
-			case <-time.After(gateTimeout):
-				return idem.Response{}, errors.New("conformance: the other transaction never locked its first row")
+			attempt := calls[i].Add(1)
+			if attempt == 1 {
+				// Both hold their first row before either asks for its
+				// second: a deadlock, not a wait.
+				close(locked[i])
+				select {
+				case <-locked[1-i]:
+				case <-time.After(gateTimeout):
+					return idem.Response{}, errors.New("conformance: the other transaction never locked its first row")
+				}
 			}
 			if err := update(ctx, tx, second); err != nil {
-				swallowed[i] <- err
+				if attempt == 1 {
+					swallowed[i] <- err
+				}
 				return answer(http.StatusConflict), nil // the error is handled, not returned
 			}
 			return answer(http.StatusCreated), nil

@@ -49,6 +49,7 @@ var onOneNode = map[string]string{
 	"ConcurrentTakeoverOneWinner":  "the suite proves the race by losers waiting on the winner's row lock; TestCertification races keys across nodes",
 	"PerCallIsolation":             "the suite proves the race by losers waiting on the winner's row lock; TestCertification races keys across nodes",
 	"DeadlockRetried":              "a deadlock needs both transactions' row locks on one node; across nodes the same conflict is a certification failure (TestCertification)",
+	"DeadlockSwallowedInFunction":  "a deadlock needs both transactions' row locks on one node; across nodes the same conflict is a certification failure (TestCertification)",
 	"MigrateConcurrently":          "GET_LOCK serializes concurrent migrations",
 }
 
