@@ -46,8 +46,11 @@ const (
 //
 //   - every method, safe or not: a GET is retried like a POST;
 //   - network errors a retry can fix: a refused, reset or dropped
-//     connection, a timeout (an attempt that ran out of AttemptTimeout
-//     included), a temporary DNS failure;
+//     connection, an HTTP/2 stream the server reset before answering
+//     (RST_STREAM with INTERNAL_ERROR, REFUSED_STREAM or CANCEL, which is
+//     what a server failing before its headers sends on HTTP/2), a
+//     timeout (an attempt that ran out of AttemptTimeout included), a
+//     temporary DNS failure;
 //   - the statuses 409, 429, 502, 503 and 504, unless the response says
 //     Idempotent-Replayed: true. So an application's own 409 ("already
 //     shipped") is retried too: from a server behind this package's
@@ -282,7 +285,8 @@ func (t *Transport) delay(n int, resp *http.Response, now time.Time) time.Durati
 
 // DefaultRetry is Transport's default retry rule: an error is worth
 // another attempt when it may go away on its own (a refused, reset or
-// dropped connection, a timeout, a temporary DNS failure); a response when
+// dropped connection, an HTTP/2 stream reset with INTERNAL_ERROR,
+// REFUSED_STREAM or CANCEL, a timeout, a temporary DNS failure); a response when
 // its status is 409, 429, 502, 503 or 504 and it is not a replayed answer
 // (Idempotent-Replayed: true: asking again replays it again). Every method
 // is retried, safe ones included; req is not consulted. Call it from your
@@ -306,8 +310,9 @@ func DefaultRetry(req *http.Request, resp *http.Response, err error) bool {
 }
 
 // transient reports whether a network error may go away on its own: a
-// connection refused, reset or cut short, a timeout, a temporary DNS
-// failure. Everything else (a request that cannot be sent, a rejected
+// connection refused, reset or cut short, an HTTP/2 stream the server
+// reset with INTERNAL_ERROR, REFUSED_STREAM or CANCEL, a timeout, a
+// temporary DNS failure. Everything else (a request that cannot be sent, a rejected
 // certificate, a host that does not exist) fails the same way again.
 func transient(err error) bool {
 	var (
@@ -330,6 +335,8 @@ func transient(err error) bool {
 		return true
 	case errors.As(err, &opErr):
 		return true // a dial, read or write that failed on the network
+	case streamReset(err):
+		return true // HTTP/2's dropped connection: the server reset the stream
 	case strings.Contains(err.Error(), errServerClosedIdle):
 		return true
 	}
