@@ -219,8 +219,16 @@ func New[TTx any](store *idem.Store[TTx], cfg Config) (*Middleware[TTx], error) 
 // method need a key and run next inside the store's transaction; others go
 // straight to next. Wrap the handlers you register on a ServeMux, not the
 // ServeMux itself, so that DefaultRoute sees the pattern that matched.
+//
+// A request that already runs inside a Wrap of the same Store (the
+// middleware installed on a group and again on its route, or by two
+// Middlewares of that Store) goes straight to next, which runs once, in
+// that outer run's transaction. A nesting that cannot work is refused with
+// 500 "middleware-nested", logged, and nothing is stored: Wrap inside
+// WrapLease of the same Store (or the reverse), a Wrap of another Store,
+// or a Wrap inside a function of the Store's own Do or DoLease.
 func (m *Middleware[TTx]) Wrap(next http.Handler) http.Handler {
-	return m.protect(next, m.serve)
+	return m.protect(next, false, m.serve)
 }
 
 // WrapLease is Wrap in lease mode (idem.Store.DoLease), for handlers that
@@ -231,18 +239,27 @@ func (m *Middleware[TTx]) Wrap(next http.Handler) http.Handler {
 // provider as its idempotency key. Its answer is stored when it returns;
 // Fail, a panic, a status that is not stored (5xx, 408, 425, 429), or no
 // answer at all (see Config.ImplicitOK) release the lease instead, so a
-// retry resumes from the last step. The
+// retry resumes from the last step. Nested in a WrapLease of the same
+// Store, it passes the request through, as Wrap does in Wrap. The
 // answers are Wrap's: a replay, 422 for another request, 409 while the
 // lease is held (Retry-After: until it ends), and 503 "lease-lost" when the
 // handler outlived its lease and another attempt took the work over.
 func (m *Middleware[TTx]) WrapLease(next http.Handler) http.Handler {
-	return m.protect(next, m.serveLease)
+	return m.protect(next, true, m.serveLease)
 }
 
-func (m *Middleware[TTx]) protect(next http.Handler, serve func(http.ResponseWriter, *http.Request, string, http.Handler)) http.Handler {
+func (m *Middleware[TTx]) protect(next http.Handler, leased bool, serve func(http.ResponseWriter, *http.Request, string, http.Handler)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !m.methods[r.Method] {
 			next.ServeHTTP(w, r)
+			return
+		}
+		switch inside, err := m.nesting(r.Context(), leased); {
+		case err != nil:
+			m.refuseNested(w, r, err)
+			return
+		case inside:
+			next.ServeHTTP(w, r) // the run this request is in protects it
 			return
 		}
 		route := m.cfg.Route(r)
@@ -324,7 +341,7 @@ func (m *Middleware[TTx]) serve(w http.ResponseWriter, r *http.Request, route st
 	res, err := m.store.Do(r.Context(), req, func(ctx context.Context, tx TTx) (idem.Response, error) {
 		var resp idem.Response
 		var err error
-		last, resp, err = m.run(ctx, r, body, next, &handlerRun{tx: tx})
+		last, resp, err = m.run(ctx, r, body, next, &handlerRun{store: m.store, tx: tx})
 		return resp, err
 	})
 	m.answer(w, r, req, res, err, last)
@@ -343,7 +360,7 @@ func (m *Middleware[TTx]) serveLease(w http.ResponseWriter, r *http.Request, rou
 	res, err := m.store.DoLease(r.Context(), req, func(ctx context.Context, l *idem.Lease[TTx]) (idem.Response, error) {
 		var resp idem.Response
 		var err error
-		last, resp, err = m.run(ctx, r, body, next, &handlerRun{lease: l})
+		last, resp, err = m.run(ctx, r, body, next, &handlerRun{store: m.store, lease: l})
 		return resp, err
 	})
 	m.answer(w, r, req, res, err, last)
@@ -463,6 +480,9 @@ func (m *Middleware[TTx]) failed(w http.ResponseWriter, r *http.Request, req ide
 			detail = "The operation may have taken effect, but its response could not be stored. Until this Idempotency-Key expires, requests with it get 409; contact the service before making a new key for the same operation."
 		}
 		writeProblem(w, http.StatusInternalServerError, "transaction-ended", detail)
+	case errors.Is(err, errNested):
+		log("middleware nested on one route; nothing done, nothing stored")
+		writeNestedProblem(w)
 	case errors.As(err, &herr) && errors.Is(herr.err, errNoResponse) && herr.leased:
 		log("handler returned without writing a response; lease released, nothing stored (set Config.ImplicitOK if it means an empty 200)")
 		writeProblem(w, http.StatusInternalServerError, "no-response",
