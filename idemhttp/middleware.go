@@ -112,6 +112,16 @@ type Config struct {
 	// Build custom ones with idem.Hasher, for example to hash selected JSON
 	// fields next to the path. Default: DefaultFingerprint (method, route,
 	// host, path, query and body).
+	//
+	// When a middleware before this one parsed the form (ParseForm,
+	// ParseMultipartForm, FormValue: a CSRF check, a method override) and
+	// so drained r.Body, the handler sees the form in r.PostForm and
+	// r.MultipartForm, and body is a stable encoding of that form instead:
+	// "idemhttp form v1 sha256:" and the hex SHA-256 (idem.Hasher) of its
+	// values and files, names sorted (files with their filename,
+	// Content-Type and bytes). r.PostForm and r.MultipartForm hold the form
+	// itself. A body that another middleware read and did not restore is
+	// refused (500 "body-consumed") before Fingerprint is called.
 	Fingerprint func(r *http.Request, route string, body []byte) idem.Fingerprint
 
 	// MaxRequestBody is the largest request body accepted; a larger one gets
@@ -287,30 +297,34 @@ func (m *Middleware[TTx]) unrouted(w http.ResponseWriter, r *http.Request) {
 
 // prepare reads what identifies a protected request: its key, body and
 // principal. When one is missing or unusable it answers and reports false.
-func (m *Middleware[TTx]) prepare(w http.ResponseWriter, r *http.Request, route string) (idem.Request, []byte, bool) {
+func (m *Middleware[TTx]) prepare(w http.ResponseWriter, r *http.Request, route string) (idem.Request, payload, bool) {
 	w.Header().Set(HeaderRetention, m.retention)
 	key, err := keyFrom(r.Header)
 	switch {
 	case errors.Is(err, errNoKey):
 		writeProblem(w, http.StatusBadRequest, "key-missing",
 			"This request needs an Idempotency-Key header: make one key for this operation and send it again on every retry of it.")
-		return idem.Request{}, nil, false
+		return idem.Request{}, payload{}, false
 	case err != nil:
 		reason := strings.TrimPrefix(err.Error(), idem.ErrInvalidKey.Error()+": ")
 		writeProblem(w, http.StatusBadRequest, "key-invalid",
 			fmt.Sprintf("The Idempotency-Key header is not usable (%s). A key is 1 to %d bytes of printable ASCII, sent once.", reason, idem.MaxKeyBytes))
-		return idem.Request{}, nil, false
+		return idem.Request{}, payload{}, false
 	}
-	body, err := readBody(w, r, m.cfg.MaxRequestBody)
+	body, err := readPayload(w, r, m.cfg.MaxRequestBody)
 	if err != nil {
+		if errors.Is(err, errBodyConsumed) {
+			m.bodyConsumed(w, r, err)
+			return idem.Request{}, payload{}, false
+		}
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			writeProblem(w, http.StatusRequestEntityTooLarge, "body-too-large",
 				fmt.Sprintf("The request body is larger than %d bytes. Nothing was done.", m.cfg.MaxRequestBody))
-			return idem.Request{}, nil, false
+			return idem.Request{}, payload{}, false
 		}
 		writeProblem(w, http.StatusBadRequest, "body-unreadable", "The request body could not be read. Nothing was done.")
-		return idem.Request{}, nil, false
+		return idem.Request{}, payload{}, false
 	}
 
 	principal := m.cfg.Principal(r)
@@ -319,12 +333,12 @@ func (m *Middleware[TTx]) prepare(w http.ResponseWriter, r *http.Request, route 
 			slog.String("method", r.Method), slog.String("path", r.URL.Path))
 		writeProblem(w, http.StatusForbidden, "principal-missing",
 			"This request carries an Idempotency-Key but no authenticated caller to scope it to, so it was refused. Nothing was done.")
-		return idem.Request{}, nil, false
+		return idem.Request{}, payload{}, false
 	}
 	return idem.Request{
 		Scope:       Scope(principal, r.Method, route),
 		Key:         key,
-		Fingerprint: m.cfg.Fingerprint(r, route, body),
+		Fingerprint: m.cfg.Fingerprint(r, route, body.body),
 	}, body, true
 }
 
@@ -334,7 +348,7 @@ func (m *Middleware[TTx]) serve(w http.ResponseWriter, r *http.Request, route st
 	if !ok {
 		return
 	}
-	if req, ok = m.formerly(w, r, req, route, body, false); ok {
+	if req, ok = m.formerly(w, r, req, route, body.body, false); ok {
 		return
 	}
 	var last *recorder // the answer of the handler's last run
@@ -353,7 +367,7 @@ func (m *Middleware[TTx]) serveLease(w http.ResponseWriter, r *http.Request, rou
 	if !ok {
 		return
 	}
-	if req, ok = m.formerly(w, r, req, route, body, true); ok {
+	if req, ok = m.formerly(w, r, req, route, body.body, true); ok {
 		return
 	}
 	var last *recorder
@@ -366,14 +380,20 @@ func (m *Middleware[TTx]) serveLease(w http.ResponseWriter, r *http.Request, rou
 	m.answer(w, r, req, res, err, last)
 }
 
-// run runs the handler once, on a fresh copy of the body, with run in its
-// request's context, and returns its buffered answer and what to store.
-func (m *Middleware[TTx]) run(ctx context.Context, r *http.Request, body []byte, next http.Handler, run *handlerRun) (*recorder, idem.Response, error) {
+// run runs the handler once, on a fresh copy of the body (or of the form a
+// middleware before this one parsed), with run in its request's context,
+// and returns its buffered answer and what to store.
+func (m *Middleware[TTx]) run(ctx context.Context, r *http.Request, p payload, next http.Handler, run *handlerRun) (*recorder, idem.Response, error) {
 	rec := newRecorder(m.maxBody)
 	hr := r.WithContext(context.WithValue(ctx, runKey{}, run))
-	hr.Body = io.NopCloser(bytes.NewReader(body))
-	hr.ContentLength = int64(len(body))
-	hr.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	if p.form {
+		withForm(hr, r) // r.Body stays as the form parse left it
+	} else {
+		body := p.body
+		hr.Body = io.NopCloser(bytes.NewReader(body))
+		hr.ContentLength = int64(len(body))
+		hr.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
 	next.ServeHTTP(rec, hr)
 	if err := run.failure(); err != nil {
 		return rec, idem.Response{}, &handlerError{err: err, leased: run.lease != nil}

@@ -94,9 +94,11 @@ const (
 //
 // The body is re-sent from req.GetBody (http.NewRequest sets it for
 // in-memory bodies). A body without GetBody is read into memory up to
-// MaxBufferedBody bytes before the first attempt; a longer one is streamed
-// in a single attempt that is not retried, since it cannot be sent again
-// (the key still makes a retry of your own safe).
+// MaxBufferedBody bytes before the first attempt (one that turns out empty
+// is sent as no body, not as an empty one of unknown length, which the
+// middleware refuses); a longer one is streamed in a single attempt that
+// is not retried, since it cannot be sent again (the key still makes a
+// retry of your own safe).
 //
 // Use one Transport per client; it is safe for concurrent use:
 //
@@ -405,6 +407,13 @@ func (t *Transport) rewindable(req *http.Request) (body, error) {
 		return body{get: func() (io.ReadCloser, error) { return rest, nil }}, nil
 	}
 	req.Body.Close()
+	if len(b) == 0 {
+		// No body, rather than an empty one of unknown length, which
+		// net/http would send chunked (HTTP/1.1) or without a length
+		// (HTTP/2), and which the middleware cannot tell from a body a
+		// middleware drained.
+		return body{again: true, get: func() (io.ReadCloser, error) { return http.NoBody, nil }}, nil
+	}
 	return body{again: true, get: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }}, nil
 }
 
