@@ -151,7 +151,7 @@ func (s *Store[TTx]) attempt(ctx context.Context, req Request, fn Func[TTx], o c
 	if claim.Outcome != Won {
 		return claim.Result, nil
 	}
-	resp, err := fn(ctx, tx.Native())
+	resp, err := fn(s.markRun(ctx), tx.Native())
 	if err != nil {
 		return Result{}, fnError{err}
 	}

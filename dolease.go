@@ -63,7 +63,7 @@ func (s *Store[TTx]) DoLease(ctx context.Context, req Request, fn LeaseFunc[TTx]
 			_ = l.Release(fctx)
 		}
 	}()
-	resp, err := fn(hb.work, l)
+	resp, err := fn(s.markRun(hb.work), l)
 	returned = true
 	fctx, cancel := finishCtx()
 	defer cancel()

@@ -15,6 +15,7 @@ type runKey struct{}
 // handlerRun is what one run of a handler inside a transaction shares with
 // the middleware.
 type handlerRun struct {
+	store any // the middleware's *idem.Store
 	tx    any // Wrap's transaction
 	lease any // WrapLease's *idem.Lease
 

@@ -41,6 +41,10 @@
 //	        resource, query or body)
 //	500     the handler called Fail, or its response is too    no (rolled back)
 //	        large to store (idem.Config.MaxBody, MaxHeaderBytes)
+//	500     a middleware before this one read the body and did no
+//	        not restore it ("body-consumed"), or the middleware
+//	        of one store is nested in a way that cannot work
+//	        ("middleware-nested"); nothing done
 //	500     the handler returned without WriteHeader or Write  no (rolled back)
 //	        ("no-response"; unless Config.ImplicitOK)
 //	500     the handler committed or rolled back the           the handler's
@@ -84,9 +88,9 @@
 // "key-missing", "key-invalid", "principal-missing", "body-too-large",
 // "body-unreadable", "key-mismatch", "in-flight", "database-busy" (a 409
 // on SQLite when the wait was for the database's write lock, not for the
-// key), "route-missing", "response-too-large", "handler-failed",
-// "no-response", "transaction-ended", "commit-unknown", "lease-lost",
-// "store-unavailable".
+// key), "route-missing", "body-consumed", "middleware-nested",
+// "response-too-large", "handler-failed", "no-response",
+// "transaction-ended", "commit-unknown", "lease-lost", "store-unavailable".
 //
 // # Retention
 //
@@ -147,7 +151,8 @@
 // The fingerprint (Config.Fingerprint, by default DefaultFingerprint) covers
 // what identifies the resource and the change: the method, the route, the
 // host (unless the pattern names one), the escaped path with its wildcard
-// values, the raw query and the body bytes. So with the pattern
+// values, the raw query and the body bytes (or, for a form a middleware
+// before this one parsed, that form). So with the pattern
 // "POST /invoices/{id}/pay", a key used to pay invoice 1 and then sent to
 // pay invoice 2 gets 422, and invoice 2's handler does not run.
 //

@@ -112,6 +112,16 @@ type Config struct {
 	// Build custom ones with idem.Hasher, for example to hash selected JSON
 	// fields next to the path. Default: DefaultFingerprint (method, route,
 	// host, path, query and body).
+	//
+	// When a middleware before this one parsed the form (ParseForm,
+	// ParseMultipartForm, FormValue: a CSRF check, a method override) and
+	// so drained r.Body, the handler sees the form in r.PostForm and
+	// r.MultipartForm, and body is a stable encoding of that form instead:
+	// "idemhttp form v1 sha256:" and the hex SHA-256 (idem.Hasher) of its
+	// values and files, names sorted (files with their filename,
+	// Content-Type and bytes). r.PostForm and r.MultipartForm hold the form
+	// itself. A body that another middleware read and did not restore is
+	// refused (500 "body-consumed") before Fingerprint is called.
 	Fingerprint func(r *http.Request, route string, body []byte) idem.Fingerprint
 
 	// MaxRequestBody is the largest request body accepted; a larger one gets
@@ -219,8 +229,16 @@ func New[TTx any](store *idem.Store[TTx], cfg Config) (*Middleware[TTx], error) 
 // method need a key and run next inside the store's transaction; others go
 // straight to next. Wrap the handlers you register on a ServeMux, not the
 // ServeMux itself, so that DefaultRoute sees the pattern that matched.
+//
+// A request that already runs inside a Wrap of the same Store (the
+// middleware installed on a group and again on its route, or by two
+// Middlewares of that Store) goes straight to next, which runs once, in
+// that outer run's transaction. A nesting that cannot work is refused with
+// 500 "middleware-nested", logged, and nothing is stored: Wrap inside
+// WrapLease of the same Store (or the reverse), a Wrap of another Store,
+// or a Wrap inside a function of the Store's own Do or DoLease.
 func (m *Middleware[TTx]) Wrap(next http.Handler) http.Handler {
-	return m.protect(next, m.serve)
+	return m.protect(next, false, m.serve)
 }
 
 // WrapLease is Wrap in lease mode (idem.Store.DoLease), for handlers that
@@ -231,18 +249,27 @@ func (m *Middleware[TTx]) Wrap(next http.Handler) http.Handler {
 // provider as its idempotency key. Its answer is stored when it returns;
 // Fail, a panic, a status that is not stored (5xx, 408, 425, 429), or no
 // answer at all (see Config.ImplicitOK) release the lease instead, so a
-// retry resumes from the last step. The
+// retry resumes from the last step. Nested in a WrapLease of the same
+// Store, it passes the request through, as Wrap does in Wrap. The
 // answers are Wrap's: a replay, 422 for another request, 409 while the
 // lease is held (Retry-After: until it ends), and 503 "lease-lost" when the
 // handler outlived its lease and another attempt took the work over.
 func (m *Middleware[TTx]) WrapLease(next http.Handler) http.Handler {
-	return m.protect(next, m.serveLease)
+	return m.protect(next, true, m.serveLease)
 }
 
-func (m *Middleware[TTx]) protect(next http.Handler, serve func(http.ResponseWriter, *http.Request, string, http.Handler)) http.Handler {
+func (m *Middleware[TTx]) protect(next http.Handler, leased bool, serve func(http.ResponseWriter, *http.Request, string, http.Handler)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !m.methods[r.Method] {
 			next.ServeHTTP(w, r)
+			return
+		}
+		switch inside, err := m.nesting(r.Context(), leased); {
+		case err != nil:
+			m.refuseNested(w, r, err)
+			return
+		case inside:
+			next.ServeHTTP(w, r) // the run this request is in protects it
 			return
 		}
 		route := m.cfg.Route(r)
@@ -270,30 +297,34 @@ func (m *Middleware[TTx]) unrouted(w http.ResponseWriter, r *http.Request) {
 
 // prepare reads what identifies a protected request: its key, body and
 // principal. When one is missing or unusable it answers and reports false.
-func (m *Middleware[TTx]) prepare(w http.ResponseWriter, r *http.Request, route string) (idem.Request, []byte, bool) {
+func (m *Middleware[TTx]) prepare(w http.ResponseWriter, r *http.Request, route string) (idem.Request, payload, bool) {
 	w.Header().Set(HeaderRetention, m.retention)
 	key, err := keyFrom(r.Header)
 	switch {
 	case errors.Is(err, errNoKey):
 		writeProblem(w, http.StatusBadRequest, "key-missing",
 			"This request needs an Idempotency-Key header: make one key for this operation and send it again on every retry of it.")
-		return idem.Request{}, nil, false
+		return idem.Request{}, payload{}, false
 	case err != nil:
 		reason := strings.TrimPrefix(err.Error(), idem.ErrInvalidKey.Error()+": ")
 		writeProblem(w, http.StatusBadRequest, "key-invalid",
 			fmt.Sprintf("The Idempotency-Key header is not usable (%s). A key is 1 to %d bytes of printable ASCII, sent once.", reason, idem.MaxKeyBytes))
-		return idem.Request{}, nil, false
+		return idem.Request{}, payload{}, false
 	}
-	body, err := readBody(w, r, m.cfg.MaxRequestBody)
+	body, err := readPayload(w, r, m.cfg.MaxRequestBody)
 	if err != nil {
+		if errors.Is(err, errBodyConsumed) {
+			m.bodyConsumed(w, r, err)
+			return idem.Request{}, payload{}, false
+		}
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			writeProblem(w, http.StatusRequestEntityTooLarge, "body-too-large",
 				fmt.Sprintf("The request body is larger than %d bytes. Nothing was done.", m.cfg.MaxRequestBody))
-			return idem.Request{}, nil, false
+			return idem.Request{}, payload{}, false
 		}
 		writeProblem(w, http.StatusBadRequest, "body-unreadable", "The request body could not be read. Nothing was done.")
-		return idem.Request{}, nil, false
+		return idem.Request{}, payload{}, false
 	}
 
 	principal := m.cfg.Principal(r)
@@ -302,12 +333,12 @@ func (m *Middleware[TTx]) prepare(w http.ResponseWriter, r *http.Request, route 
 			slog.String("method", r.Method), slog.String("path", r.URL.Path))
 		writeProblem(w, http.StatusForbidden, "principal-missing",
 			"This request carries an Idempotency-Key but no authenticated caller to scope it to, so it was refused. Nothing was done.")
-		return idem.Request{}, nil, false
+		return idem.Request{}, payload{}, false
 	}
 	return idem.Request{
 		Scope:       Scope(principal, r.Method, route),
 		Key:         key,
-		Fingerprint: m.cfg.Fingerprint(r, route, body),
+		Fingerprint: m.cfg.Fingerprint(r, route, body.body),
 	}, body, true
 }
 
@@ -317,14 +348,14 @@ func (m *Middleware[TTx]) serve(w http.ResponseWriter, r *http.Request, route st
 	if !ok {
 		return
 	}
-	if req, ok = m.formerly(w, r, req, route, body, false); ok {
+	if req, ok = m.formerly(w, r, req, route, body.body, false); ok {
 		return
 	}
 	var last *recorder // the answer of the handler's last run
 	res, err := m.store.Do(r.Context(), req, func(ctx context.Context, tx TTx) (idem.Response, error) {
 		var resp idem.Response
 		var err error
-		last, resp, err = m.run(ctx, r, body, next, &handlerRun{tx: tx})
+		last, resp, err = m.run(ctx, r, body, next, &handlerRun{store: m.store, tx: tx})
 		return resp, err
 	})
 	m.answer(w, r, req, res, err, last)
@@ -336,27 +367,33 @@ func (m *Middleware[TTx]) serveLease(w http.ResponseWriter, r *http.Request, rou
 	if !ok {
 		return
 	}
-	if req, ok = m.formerly(w, r, req, route, body, true); ok {
+	if req, ok = m.formerly(w, r, req, route, body.body, true); ok {
 		return
 	}
 	var last *recorder
 	res, err := m.store.DoLease(r.Context(), req, func(ctx context.Context, l *idem.Lease[TTx]) (idem.Response, error) {
 		var resp idem.Response
 		var err error
-		last, resp, err = m.run(ctx, r, body, next, &handlerRun{lease: l})
+		last, resp, err = m.run(ctx, r, body, next, &handlerRun{store: m.store, lease: l})
 		return resp, err
 	})
 	m.answer(w, r, req, res, err, last)
 }
 
-// run runs the handler once, on a fresh copy of the body, with run in its
-// request's context, and returns its buffered answer and what to store.
-func (m *Middleware[TTx]) run(ctx context.Context, r *http.Request, body []byte, next http.Handler, run *handlerRun) (*recorder, idem.Response, error) {
+// run runs the handler once, on a fresh copy of the body (or of the form a
+// middleware before this one parsed), with run in its request's context,
+// and returns its buffered answer and what to store.
+func (m *Middleware[TTx]) run(ctx context.Context, r *http.Request, p payload, next http.Handler, run *handlerRun) (*recorder, idem.Response, error) {
 	rec := newRecorder(m.maxBody)
 	hr := r.WithContext(context.WithValue(ctx, runKey{}, run))
-	hr.Body = io.NopCloser(bytes.NewReader(body))
-	hr.ContentLength = int64(len(body))
-	hr.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	if p.form {
+		withForm(hr, r) // r.Body stays as the form parse left it
+	} else {
+		body := p.body
+		hr.Body = io.NopCloser(bytes.NewReader(body))
+		hr.ContentLength = int64(len(body))
+		hr.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
 	next.ServeHTTP(rec, hr)
 	if err := run.failure(); err != nil {
 		return rec, idem.Response{}, &handlerError{err: err, leased: run.lease != nil}
@@ -470,6 +507,9 @@ func (m *Middleware[TTx]) failed(w http.ResponseWriter, r *http.Request, req ide
 			detail = "The operation may have taken effect, but its response could not be stored. Until this Idempotency-Key expires, requests with it get 409; contact the service before making a new key for the same operation."
 		}
 		writeProblem(w, http.StatusInternalServerError, "transaction-ended", detail)
+	case errors.Is(err, errNested):
+		log("middleware nested on one route; nothing done, nothing stored")
+		writeNestedProblem(w)
 	case errors.As(err, &herr) && errors.Is(herr.err, errNoResponse) && herr.leased:
 		log("handler returned without writing a response; lease released, nothing stored (set Config.ImplicitOK if it means an empty 200)")
 		writeProblem(w, http.StatusInternalServerError, "no-response",

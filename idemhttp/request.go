@@ -117,7 +117,8 @@ func patternRoute(pattern string) string {
 //     matched names a host and so already fixes it;
 //   - the escaped path, with the values of its wildcards (/invoices/2/pay);
 //   - the raw query string;
-//   - the body bytes.
+//   - the body bytes (for a form a middleware parsed before this one, the
+//     form's encoding: see Config.Fingerprint).
 //
 // So the same key sent to another resource (another invoice, another
 // catch-all path, another host) is a mismatch (422), never a replay of the

@@ -46,8 +46,11 @@ const (
 //
 //   - every method, safe or not: a GET is retried like a POST;
 //   - network errors a retry can fix: a refused, reset or dropped
-//     connection, a timeout (an attempt that ran out of AttemptTimeout
-//     included), a temporary DNS failure;
+//     connection, an HTTP/2 stream the server reset before answering
+//     (RST_STREAM with INTERNAL_ERROR, REFUSED_STREAM or CANCEL, which is
+//     what a server failing before its headers sends on HTTP/2), a
+//     timeout (an attempt that ran out of AttemptTimeout included), a
+//     temporary DNS failure;
 //   - the statuses 409, 429, 502, 503 and 504, unless the response says
 //     Idempotent-Replayed: true. So an application's own 409 ("already
 //     shipped") is retried too: from a server behind this package's
@@ -91,9 +94,11 @@ const (
 //
 // The body is re-sent from req.GetBody (http.NewRequest sets it for
 // in-memory bodies). A body without GetBody is read into memory up to
-// MaxBufferedBody bytes before the first attempt; a longer one is streamed
-// in a single attempt that is not retried, since it cannot be sent again
-// (the key still makes a retry of your own safe).
+// MaxBufferedBody bytes before the first attempt (one that turns out empty
+// is sent as no body, not as an empty one of unknown length, which the
+// middleware refuses); a longer one is streamed in a single attempt that
+// is not retried, since it cannot be sent again (the key still makes a
+// retry of your own safe).
 //
 // Use one Transport per client; it is safe for concurrent use:
 //
@@ -282,7 +287,8 @@ func (t *Transport) delay(n int, resp *http.Response, now time.Time) time.Durati
 
 // DefaultRetry is Transport's default retry rule: an error is worth
 // another attempt when it may go away on its own (a refused, reset or
-// dropped connection, a timeout, a temporary DNS failure); a response when
+// dropped connection, an HTTP/2 stream reset with INTERNAL_ERROR,
+// REFUSED_STREAM or CANCEL, a timeout, a temporary DNS failure); a response when
 // its status is 409, 429, 502, 503 or 504 and it is not a replayed answer
 // (Idempotent-Replayed: true: asking again replays it again). Every method
 // is retried, safe ones included; req is not consulted. Call it from your
@@ -306,8 +312,9 @@ func DefaultRetry(req *http.Request, resp *http.Response, err error) bool {
 }
 
 // transient reports whether a network error may go away on its own: a
-// connection refused, reset or cut short, a timeout, a temporary DNS
-// failure. Everything else (a request that cannot be sent, a rejected
+// connection refused, reset or cut short, an HTTP/2 stream the server
+// reset with INTERNAL_ERROR, REFUSED_STREAM or CANCEL, a timeout, a
+// temporary DNS failure. Everything else (a request that cannot be sent, a rejected
 // certificate, a host that does not exist) fails the same way again.
 func transient(err error) bool {
 	var (
@@ -330,6 +337,8 @@ func transient(err error) bool {
 		return true
 	case errors.As(err, &opErr):
 		return true // a dial, read or write that failed on the network
+	case streamReset(err):
+		return true // HTTP/2's dropped connection: the server reset the stream
 	case strings.Contains(err.Error(), errServerClosedIdle):
 		return true
 	}
@@ -398,6 +407,13 @@ func (t *Transport) rewindable(req *http.Request) (body, error) {
 		return body{get: func() (io.ReadCloser, error) { return rest, nil }}, nil
 	}
 	req.Body.Close()
+	if len(b) == 0 {
+		// No body, rather than an empty one of unknown length, which
+		// net/http would send chunked (HTTP/1.1) or without a length
+		// (HTTP/2), and which the middleware cannot tell from a body a
+		// middleware drained.
+		return body{again: true, get: func() (io.ReadCloser, error) { return http.NoBody, nil }}, nil
+	}
 	return body{again: true, get: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }}, nil
 }
 

@@ -3,11 +3,15 @@ package frameworks_test
 import (
 	"database/sql"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -112,6 +116,85 @@ func TestChiInstall(t *testing.T) {
 			records := page()
 			if want := idemhttp.Scope("tenant-42", http.MethodPost, route); len(records) != 1 || records[0].Scope != want {
 				t.Errorf("records %+v, want one under %q", records, want)
+			}
+		})
+	}
+}
+
+// TestChiNested: idem's middleware on a Group's Use and again on the
+// route with r.With (or twice on one With), as a route in a protected
+// group might be written: the request is protected once. The handler runs
+// once, in the outer run's transaction, and its 201 is stored and
+// replayed; the inner claim does not wait on the outer run's lock and
+// answer 409, which the outer run would store as the key's answer.
+func TestChiNested(t *testing.T) {
+	const route = "/accounts/{id}/deposits"
+	for _, tc := range []struct {
+		name    string
+		install func(r chi.Router, mw func(http.Handler) http.Handler, h http.HandlerFunc)
+	}{
+		{"Group Use and With", func(r chi.Router, mw func(http.Handler) http.Handler, h http.HandlerFunc) {
+			r.Group(func(r chi.Router) { r.Use(mw); r.With(mw).Post(route, h) })
+		}},
+		{"With twice", func(r chi.Router, mw func(http.Handler) http.Handler, h http.HandlerFunc) {
+			r.With(mw, mw).Post(route, h)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			lite := idemtest.NewSQLite(t, idem.Config{WaitBound: 200 * time.Millisecond})
+			if _, err := lite.DB.ExecContext(t.Context(), "CREATE TABLE deposits (id INTEGER PRIMARY KEY, account TEXT)"); err != nil {
+				t.Fatal(err)
+			}
+			mw, err := idemhttp.New(lite.Store, idemhttp.Config{Principal: func(r *http.Request) string { return r.Header.Get("X-Tenant") }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var runs atomic.Int64
+			deposit := func(w http.ResponseWriter, r *http.Request) {
+				runs.Add(1)
+				tx, ok := idemhttp.Tx[*sql.Tx](r.Context())
+				if !ok {
+					idemhttp.Fail(w, r, errors.New("no transaction"))
+					return
+				}
+				res, err := tx.ExecContext(r.Context(), "INSERT INTO deposits (account) VALUES (?)", chi.URLParam(r, "id"))
+				if err != nil {
+					idemhttp.Fail(w, r, err)
+					return
+				}
+				id, _ := res.LastInsertId()
+				w.WriteHeader(http.StatusCreated)
+				fmt.Fprintf(w, "deposit %d", id)
+			}
+			r := chi.NewRouter()
+			tc.install(r, mw.Wrap, deposit)
+			send := func() *httptest.ResponseRecorder {
+				req := httptest.NewRequest(http.MethodPost, "/accounts/7/deposits", strings.NewReader("100"))
+				req.Header.Set("X-Tenant", "tenant-42")
+				req.Header.Set(idemhttp.HeaderKey, "k1")
+				rec := httptest.NewRecorder()
+				r.ServeHTTP(rec, req)
+				return rec
+			}
+			first := send()
+			if first.Code != http.StatusCreated || first.Body.String() != "deposit 1" {
+				t.Fatalf("first: %d %q, want 201 deposit 1", first.Code, first.Body)
+			}
+			replay := send()
+			if replay.Code != http.StatusCreated || replay.Body.String() != "deposit 1" || replay.Header().Get(idemhttp.HeaderReplayed) != "true" {
+				t.Fatalf("retry: %d %v %q, want the 201 replayed", replay.Code, replay.Header(), replay.Body)
+			}
+			var deposits int
+			if err := lite.DB.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM deposits").Scan(&deposits); err != nil {
+				t.Fatal(err)
+			}
+			if runs.Load() != 1 || deposits != 1 {
+				t.Fatalf("%d runs, %d deposits; want 1 and 1", runs.Load(), deposits)
+			}
+			rec, err := lite.Store.Lookup(t.Context(), idemhttp.Scope("tenant-42", http.MethodPost, route), "k1")
+			if err != nil || rec.Response.Status != http.StatusCreated {
+				t.Fatalf("record %+v (%v), want the 201 under the route's scope", rec, err)
 			}
 		})
 	}
