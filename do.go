@@ -13,7 +13,8 @@ import (
 
 // Func is the work Do protects. It runs in the transaction that holds the
 // claim and returns the response to store. Returning an error rolls
-// everything back and stores nothing, so a retry does the work.
+// everything back and stores nothing, so a retry does the work. Its
+// context reports Store.InRun for the store that runs it.
 type Func[TTx any] func(ctx context.Context, tx TTx) (Response, error)
 
 // Do owns the transaction: it begins one the way the backend needs, claims
@@ -140,7 +141,7 @@ func (s *Store[TTx]) attempt(ctx context.Context, req Request, fn Func[TTx], o c
 	if claim.Outcome != Won {
 		return claim.Result, nil
 	}
-	resp, err := fn(ctx, tx.Native())
+	resp, err := fn(s.inRun(ctx), tx.Native())
 	if err != nil {
 		return Result{}, fnError{err}
 	}

@@ -10,7 +10,8 @@ import (
 
 // LeaseFunc is the work DoLease protects: it gets the held lease (Resumed,
 // Step and DownstreamKey say what was done already; RecordStep each step
-// as it finishes) and returns the response to store.
+// as it finishes) and returns the response to store. Its context reports
+// Store.InRun for the store that runs it.
 type LeaseFunc[TTx any] func(ctx context.Context, l *Lease[TTx]) (Response, error)
 
 // DoLease runs fn in lease mode: Lease, then fn while a heartbeat extends
@@ -63,7 +64,7 @@ func (s *Store[TTx]) DoLease(ctx context.Context, req Request, fn LeaseFunc[TTx]
 			_ = l.Release(fctx)
 		}
 	}()
-	resp, err := fn(hb.work, l)
+	resp, err := fn(s.inRun(hb.work), l)
 	returned = true
 	fctx, cancel := finishCtx()
 	defer cancel()
