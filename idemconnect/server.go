@@ -52,7 +52,8 @@ type Config struct {
 	// transaction; spec.Procedure is its name, "/pkg.Service/Method".
 	// Other calls pass through untouched. Default: DefaultProtect, every
 	// unary procedure not declared free of side effects or idempotent,
-	// but gRPC's health and reflection services.
+	// but gRPC's own services (health, reflection, channelz, CSDS). A
+	// streaming procedure it selects is refused.
 	Protect func(spec connect.Spec) bool
 
 	// Fingerprint hashes what the call asks for; the same key with another

@@ -72,7 +72,8 @@ type Client struct {
 	AttemptTimeout time.Duration
 	// Protect reports whether a method (its full name) gets a key and
 	// retries. Other calls pass through untouched. Default: DefaultProtect,
-	// every method but gRPC's health and reflection services.
+	// every method but gRPC's own services (health, reflection, channelz,
+	// CSDS).
 	Protect func(fullMethod string) bool
 	// NewKey makes a key. Default: NewKey.
 	NewKey func() string

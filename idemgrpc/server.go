@@ -67,7 +67,9 @@ type Config struct {
 	// Protect reports whether a method (its full name, "/pkg.Service/Method")
 	// requires a key and runs in a transaction. Other methods pass through
 	// untouched. Default: DefaultProtect, every method the interceptor is
-	// installed on but gRPC's health and reflection services.
+	// installed on but gRPC's own services (health, reflection, channelz,
+	// CSDS). When it is set, the stream interceptor asks it about streams
+	// too, and refuses those it selects.
 	Protect func(fullMethod string) bool
 
 	// Fingerprint hashes what the call asks for; the same key with another
