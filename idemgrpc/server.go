@@ -137,6 +137,9 @@ type Server[TTx any] struct {
 // Principal or a negative RetryAfter, with an error matching
 // idem.ErrInvalidConfig.
 func New[TTx any](store *idem.Store[TTx], cfg Config) (*Server[TTx], error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
 	core, err := idemrpc.NewServer(store, idemrpc.Config{
 		Transport:      "idemgrpc",
 		Subject:        "method",
