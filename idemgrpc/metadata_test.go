@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/idemkit/idem"
@@ -127,4 +128,27 @@ func TestRerunSendsOnlyTheLastRunsMetadata(t *testing.T) {
 			t.Errorf("%d orders, want none", n)
 		}
 	})
+}
+
+// TestReplayOfAnAnswerStoredBefore: an answer stored by an earlier version
+// (encoding 1: no trailer, no header) still replays, marked replayed.
+func TestReplayOfAnAnswerStoredBefore(t *testing.T) {
+	o := newOrders(t, idem.Config{})
+	conn := bufServer(t, o.create, []grpc.UnaryServerInterceptor{newServer(t, o, idemgrpc.Config{}).UnaryInterceptor()})
+	first, _, err := call(t, conn, createOrder, map[string]any{"item": "book"}, idemgrpc.MetadataKey, "k1", "tenant", "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := proto.Marshal(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := append([]byte{1, 0}, msg...) // version 1, no status, the message
+	if _, err := o.db.ExecContext(t.Context(), "UPDATE "+idem.DefaultTable+" SET body = ?, header = NULL", v1); err != nil {
+		t.Fatal(err)
+	}
+	again, h, err := call(t, conn, createOrder, map[string]any{"item": "book"}, idemgrpc.MetadataKey, "k1", "tenant", "acme")
+	if err != nil || !proto.Equal(again, first) || len(h.Get(idemgrpc.MetadataReplayed)) != 1 || o.runs.Load() != 1 {
+		t.Errorf("%v (header %v), %v after %d runs; want a replay of %v", again, h, err, o.runs.Load(), first)
+	}
 }
