@@ -25,8 +25,12 @@ func (c *core) markRun(ctx context.Context) context.Context {
 // already protects (installed twice on one route, say) from a new one:
 // claiming that request's key again, from a second transaction, would
 // wait on the first run's own claim and answer InFlight. It keys on the
-// Store value: two Stores on one table are two stores.
+// Store value: two Stores on one table are two stores; a nil Store is in
+// no run.
 func (s *Store[TTx]) InRun(ctx context.Context) bool {
+	if s == nil {
+		return false
+	}
 	for run, _ := ctx.Value(runMark{}).(*storeRun); run != nil; run = run.outer {
 		if run.store == &s.core {
 			return true

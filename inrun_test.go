@@ -49,6 +49,7 @@ func TestInRun(t *testing.T) {
 		{"a's DoLease: in a", leaseA, true},
 		{"a's DoLease: in b", leaseB, false},
 		{"the caller's context: in a", a.InRun(t.Context()), false},
+		{"a nil store", (*idem.Store[*sql.Tx])(nil).InRun(t.Context()), false},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)

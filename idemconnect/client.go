@@ -2,14 +2,13 @@ package idemconnect
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"time"
 
 	"connectrpc.com/connect"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemrpc"
 	"github.com/idemkit/idem/internal/backoff"
 )
 
@@ -17,11 +16,11 @@ import (
 const (
 	// DefaultMaxAttempts is how many times a call is sent at most, the
 	// first time included.
-	DefaultMaxAttempts = 5
+	DefaultMaxAttempts = idemrpc.DefaultMaxAttempts
 	// DefaultBaseDelay is the backoff before the first retry.
-	DefaultBaseDelay = 100 * time.Millisecond
+	DefaultBaseDelay = idemrpc.DefaultBaseDelay
 	// DefaultMaxDelay caps every wait between attempts.
-	DefaultMaxDelay = 10 * time.Second
+	DefaultMaxDelay = idemrpc.DefaultMaxDelay
 )
 
 // Client is the client half: a unary client interceptor that makes retries
@@ -94,13 +93,7 @@ func (e *GaveUpError) Unwrap() error { return e.Err }
 
 // NewKey returns a fresh idempotency key: a random (version 4) UUID from
 // crypto/rand. Make one per intention and reuse it for every retry of it.
-func NewKey() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-}
+func NewKey() string { return idemrpc.NewKey() }
 
 // Interceptor returns the client interceptor; see Client. On a handler, and
 // for streams, it does nothing.
@@ -119,33 +112,26 @@ func (i clientInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		if !spec.IsClient || !protect(spec) {
 			return next(ctx, req)
 		}
-		key := req.Header().Get(HeaderKey)
-		if key == "" {
-			newKey := c.NewKey
-			if newKey == nil {
-				newKey = NewKey
-			}
-			key = newKey()
+		key, made, err := idemrpc.ClientKey(req.Header().Values(HeaderKey), c.NewKey)
+		if err != nil {
+			// Not worth sending: the transport would refuse some such keys
+			// with an error that looks retryable, the server all of them.
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("idemconnect: %w", err))
+		}
+		if made {
 			req.Header().Set(HeaderKey, key)
 			// The key is this call's: a caller that sends the same request
 			// value again means a new intention, which must not replay.
 			defer req.Header().Del(HeaderKey)
 		}
-		if err := idem.ValidateKey(key); err != nil {
-			// Not worth sending: the transport would refuse some such keys
-			// with an error that looks retryable, the server all of them.
-			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("idemconnect: %w", err))
-		}
-		maxAttempts := c.MaxAttempts
-		if maxAttempts <= 0 {
-			maxAttempts = DefaultMaxAttempts
-		}
+		policy := idemrpc.Retry{MaxAttempts: c.MaxAttempts, BaseDelay: c.BaseDelay, MaxDelay: c.MaxDelay}
 		for attempt := 1; ; attempt++ {
 			resp, err := c.attempt(ctx, req, next)
 			if err == nil || !retryable(ctx, err) {
 				return resp, err
 			}
-			if attempt >= maxAttempts || backoff.Sleep(ctx, c.delay(attempt, err)) != nil {
+			server, fromServer := RetryDelay(err)
+			if attempt >= policy.Attempts() || backoff.Sleep(ctx, policy.Delay(attempt, server, fromServer)) != nil {
 				return nil, &GaveUpError{Key: key, Attempts: attempt, Err: err}
 			}
 		}
@@ -176,30 +162,6 @@ func retryable(ctx context.Context, err error) bool {
 		return false
 	}
 	var ce *connect.Error
-	if errors.As(err, &ce) && ce.Meta().Get(HeaderReplayed) == "true" {
-		return false // a stored answer: asking again replays it again
-	}
-	switch connect.CodeOf(err) {
-	case connect.CodeUnavailable, connect.CodeAborted, connect.CodeDeadlineExceeded:
-		return true
-	}
-	return false
-}
-
-// delay is the wait after attempt n failed with err: the server's RetryInfo
-// when it sent one, else exponential backoff with jitter (between half and
-// all of the step), capped by MaxDelay.
-func (c *Client) delay(n int, err error) time.Duration {
-	maxDelay := c.MaxDelay
-	if maxDelay <= 0 {
-		maxDelay = DefaultMaxDelay
-	}
-	if d, ok := RetryDelay(err); ok {
-		return min(max(d, 0), maxDelay)
-	}
-	step := c.BaseDelay
-	if step <= 0 {
-		step = DefaultBaseDelay
-	}
-	return backoff.Half(backoff.Step(n, step, maxDelay))
+	replayed := errors.As(err, &ce) && ce.Meta().Get(HeaderReplayed) == "true"
+	return idemrpc.Retryable(idemrpc.Code(connect.CodeOf(err)), replayed)
 }

@@ -1,12 +1,10 @@
 package idemconnect
 
-import "context"
+import (
+	"context"
 
-// txKey is the context key of the current handler run.
-type txKey struct{}
-
-// run is what one run of a handler inside a transaction gets.
-type run struct{ tx any }
+	"github.com/idemkit/idem/idemrpc"
+)
 
 // Tx returns the transaction the interceptor runs the handler in, from the
 // handler's context. TTx is the store's transaction type: *sql.Tx for
@@ -17,12 +15,4 @@ type run struct{ tx any }
 // the stored answer, or not at all. Do not commit or roll it back; the
 // interceptor does. A retryable database error (a serialization failure)
 // runs the handler again in a new transaction, so it must be re-runnable.
-func Tx[TTx any](ctx context.Context) (TTx, bool) {
-	r, ok := ctx.Value(txKey{}).(*run)
-	if !ok {
-		var zero TTx
-		return zero, false
-	}
-	tx, ok := r.tx.(TTx)
-	return tx, ok
-}
+func Tx[TTx any](ctx context.Context) (TTx, bool) { return idemrpc.Tx[TTx](ctx) }

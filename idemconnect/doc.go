@@ -12,8 +12,8 @@
 // The client sends its key in the Idempotency-Key header (HeaderKey), the
 // same on every attempt of one intention. For a protected procedure
 // (Config.Protect; default: DefaultProtect, every unary procedure not
-// declared NO_SIDE_EFFECTS or IDEMPOTENT, but gRPC's health and reflection
-// services) the interceptor
+// declared NO_SIDE_EFFECTS or IDEMPOTENT, but gRPC's own services: health,
+// reflection, channelz and CSDS) the interceptor
 //
 //   - checks the key like HTTP does (1-255 bytes of printable ASCII, one
 //     header): otherwise InvalidArgument, nothing runs;
@@ -63,8 +63,27 @@
 // The response header and trailers a handler sets, on its
 // *connect.Response, on its *connect.Error's metadata or through
 // connect.CallInfo, are stored and replayed (connect itself drops the
-// protocols' reserved headers when it sends them). When a retryable database error re-runs the handler, what a
-// rolled-back run set through CallInfo is discarded first.
+// protocols' reserved headers when it sends them). When a retryable
+// database error re-runs the handler, what a rolled-back run set through
+// CallInfo is discarded first; when no run answers (the retries ran out,
+// the commit failed), what the runs set through CallInfo is not sent.
+//
+// # Streams and nesting
+//
+// A key protects a unary call only. DefaultProtect selects no streaming
+// procedure, and those go through untouched; a streaming procedure that a
+// Protect of your own selects is refused with Unimplemented (reason
+// STREAM_UNSUPPORTED) before its handler runs, never run as if its key
+// protected it.
+//
+// A call already inside a run of the same store (the interceptor installed
+// twice, say on the whole mux and on one service) goes through to its
+// handler, which works in the outer run's transaction: one claim, one
+// record.
+//
+// What idemconnect shares with idemgrpc (the decision for each call, the
+// codes and reasons, the stored answer's layout, the client's policy) is
+// package idemrpc, so the two answer alike.
 //
 // Answers are stored in an encoding of this package, under a scope that
 // names the Connect stack ("connect:" and the procedure): an answer stored

@@ -1,7 +1,6 @@
 package idemconnect
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,15 +10,16 @@ import (
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/idemkit/idem/idemrpc"
 )
 
 // A call's stored outcome is the body of an idem.Response with Status
 // idem.NoStatus and the response header (or, for an error, its metadata)
-// in Response.Header. The body is a version byte, then three parts each
-// but the last preceded by its length as a uvarint: the error as an
-// encoded google.rpc.Status (empty for success), the trailers (names
-// sorted, each with its values, every string length-prefixed), and the
-// response message's protobuf encoding (empty for an error).
+// in Response.Header. The body is a version byte, outcomeV1, then an
+// idemrpc.Answer: the error as an encoded google.rpc.Status (empty for
+// success), the trailers, and the response message's protobuf encoding
+// (empty for an error).
 //
 // It is not idemgrpc's encoding, and the scopes differ (Scope), so an
 // answer stored by one stack is never replayed by the other.
@@ -35,39 +35,27 @@ type outcome struct {
 }
 
 func (o outcome) encode() []byte {
-	var sb []byte
+	a := idemrpc.Answer{Trailer: o.trailer, Message: o.message}
 	if o.status != nil {
-		sb, _ = proto.Marshal(o.status) // a Status of code, string and Anys always encodes
+		a.Status, _ = proto.Marshal(o.status) // a Status of code, string and Anys always encodes
 	}
-	tb := encodeHeader(o.trailer)
-	b := make([]byte, 0, 1+2*binary.MaxVarintLen64+len(sb)+len(tb)+len(o.message))
-	b = append(b, outcomeV1)
-	b = binary.AppendUvarint(b, uint64(len(sb)))
-	b = append(b, sb...)
-	b = binary.AppendUvarint(b, uint64(len(tb)))
-	b = append(b, tb...)
-	return append(b, o.message...)
+	return a.Append([]byte{outcomeV1})
 }
 
 func decodeOutcome(b []byte) (outcome, error) {
 	if len(b) == 0 || b[0] != outcomeV1 {
 		return outcome{}, fmt.Errorf("%w: unknown encoding", errCorruptOutcome)
 	}
-	r := reader{b: b[1:]}
-	sb, tb := r.bytes(), r.bytes()
-	if r.err != nil {
-		return outcome{}, r.err
+	a, err := idemrpc.ParseAnswer(b[1:])
+	if err != nil {
+		return outcome{}, fmt.Errorf("%w: %w", errCorruptOutcome, err)
 	}
-	o := outcome{message: r.b}
-	if len(sb) > 0 {
+	o := outcome{trailer: a.Trailer, message: a.Message}
+	if len(a.Status) > 0 {
 		o.status = new(spb.Status)
-		if err := proto.Unmarshal(sb, o.status); err != nil {
+		if err := proto.Unmarshal(a.Status, o.status); err != nil {
 			return outcome{}, fmt.Errorf("%w: %w", errCorruptOutcome, err)
 		}
-	}
-	var err error
-	if o.trailer, err = decodeHeader(tb); err != nil {
-		return outcome{}, err
 	}
 	return o, nil
 }
@@ -90,100 +78,6 @@ func errorOf(st *spb.Status) *connect.Error {
 		}
 	}
 	return e
-}
-
-func encodeHeader(h http.Header) []byte {
-	if len(h) == 0 {
-		return nil
-	}
-	names := make([]string, 0, len(h))
-	for name := range h {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	var b []byte
-	b = binary.AppendUvarint(b, uint64(len(names)))
-	for _, name := range names {
-		b = appendString(b, name)
-		b = binary.AppendUvarint(b, uint64(len(h[name])))
-		for _, v := range h[name] {
-			b = appendString(b, v)
-		}
-	}
-	return b
-}
-
-func appendString(b []byte, s string) []byte {
-	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
-}
-
-func decodeHeader(b []byte) (http.Header, error) {
-	if len(b) == 0 {
-		return nil, nil
-	}
-	r := reader{b: b}
-	n := r.count()
-	h := make(http.Header, min(n, 64))
-	for i := 0; i < n && r.err == nil; i++ {
-		name := string(r.bytes())
-		values := make([]string, r.count())
-		for j := range values {
-			values[j] = string(r.bytes())
-		}
-		h[name] = values
-	}
-	if r.err == nil && len(r.b) != 0 {
-		r.err = fmt.Errorf("%w: %d bytes after the trailers", errCorruptOutcome, len(r.b))
-	}
-	if r.err != nil {
-		return nil, r.err
-	}
-	return h, nil
-}
-
-// reader reads uvarint-framed values, remembering the first error.
-type reader struct {
-	b   []byte
-	err error
-}
-
-func (r *reader) uvarint() uint64 {
-	if r.err != nil {
-		return 0
-	}
-	n, w := binary.Uvarint(r.b)
-	if w <= 0 {
-		r.err = fmt.Errorf("%w: bad length", errCorruptOutcome)
-		return 0
-	}
-	r.b = r.b[w:]
-	return n
-}
-
-func (r *reader) bytes() []byte {
-	n := r.uvarint()
-	if r.err == nil && n > uint64(len(r.b)) {
-		r.err = fmt.Errorf("%w: length %d past the end", errCorruptOutcome, n)
-	}
-	if r.err != nil {
-		return nil
-	}
-	v := r.b[:n]
-	r.b = r.b[n:]
-	return v
-}
-
-// count reads a count of items, each at least one byte long, so that a
-// corrupt count cannot make a huge allocation.
-func (r *reader) count() int {
-	n := r.uvarint()
-	if r.err == nil && n > uint64(len(r.b)) {
-		r.err = fmt.Errorf("%w: count %d past the end", errCorruptOutcome, n)
-	}
-	if r.err != nil {
-		return 0
-	}
-	return int(n) //nolint:gosec // n <= len(r.b)
 }
 
 // headerDiff returns what after holds that before did not: the names whose

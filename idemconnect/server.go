@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -16,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemrpc"
 )
 
 // Header names of the protocol, the same as idemhttp's.
@@ -29,7 +29,7 @@ const (
 
 // DefaultRetryAfter is the retry delay sent with Aborted and Unavailable
 // answers when Config.RetryAfter is zero.
-const DefaultRetryAfter = time.Second
+const DefaultRetryAfter = idemrpc.DefaultRetryAfter
 
 // Config tunes a Server. Principal is required; every other zero field
 // means its default.
@@ -52,7 +52,8 @@ type Config struct {
 	// transaction; spec.Procedure is its name, "/pkg.Service/Method".
 	// Other calls pass through untouched. Default: DefaultProtect, every
 	// unary procedure not declared free of side effects or idempotent,
-	// but gRPC's health and reflection services.
+	// but gRPC's own services (health, reflection, channelz, CSDS). A
+	// streaming procedure it selects is refused.
 	Protect func(spec connect.Spec) bool
 
 	// Fingerprint hashes what the call asks for; the same key with another
@@ -85,12 +86,7 @@ type Config struct {
 // Unknown, DeadlineExceeded, ResourceExhausted, Aborted, Unimplemented,
 // Internal, Unavailable and DataLoss are not, so a retry runs the handler.
 func DefaultStoreCode(c connect.Code) bool {
-	switch c {
-	case connect.CodeInvalidArgument, connect.CodeNotFound, connect.CodeAlreadyExists, connect.CodePermissionDenied,
-		connect.CodeUnauthenticated, connect.CodeFailedPrecondition, connect.CodeOutOfRange:
-		return true
-	}
-	return false
+	return c != 0 && idemrpc.DefaultStoreCode(idemrpc.Code(c))
 }
 
 // DefaultFingerprint hashes the procedure and the request's deterministic
@@ -126,16 +122,27 @@ func Scope(principal, procedure string) string {
 // Server runs unary handlers inside idempotent transactions of one Store.
 // It is safe for concurrent use.
 type Server[TTx any] struct {
-	store *idem.Store[TTx]
-	cfg   Config
+	core *idemrpc.Server[TTx]
+	cfg  Config
 }
 
 // New returns a Server on store. It fails for a nil store, a missing
 // Principal or a negative RetryAfter, with an error matching
 // idem.ErrInvalidConfig.
 func New[TTx any](store *idem.Store[TTx], cfg Config) (*Server[TTx], error) {
-	if store == nil {
-		return nil, fmt.Errorf("idemconnect: %w: nil store", idem.ErrInvalidConfig)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	core, err := idemrpc.NewServer(store, idemrpc.Config{
+		Transport:      "idemconnect",
+		Subject:        "procedure",
+		KeyField:       HeaderKey + " header",
+		AllowAnonymous: cfg.AllowAnonymous,
+		RetryAfter:     cfg.RetryAfter,
+		Logger:         cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
 	}
 	if cfg.Principal == nil {
 		return nil, fmt.Errorf("idemconnect: %w: Config.Principal is required: keys must be scoped to who sends them", idem.ErrInvalidConfig)
@@ -149,16 +156,7 @@ func New[TTx any](store *idem.Store[TTx], cfg Config) (*Server[TTx], error) {
 	if cfg.StoreCode == nil {
 		cfg.StoreCode = DefaultStoreCode
 	}
-	switch {
-	case cfg.RetryAfter < 0:
-		return nil, fmt.Errorf("idemconnect: %w: RetryAfter %v is negative", idem.ErrInvalidConfig, cfg.RetryAfter)
-	case cfg.RetryAfter == 0:
-		cfg.RetryAfter = DefaultRetryAfter
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	return &Server[TTx]{store: store, cfg: cfg}, nil
+	return &Server[TTx]{core: core, cfg: cfg}, nil
 }
 
 // Interceptor returns the handler interceptor, to install with
@@ -170,7 +168,15 @@ func New[TTx any](store *idem.Store[TTx], cfg Config) (*Server[TTx], error) {
 // inside the store's transaction (reach it with Tx), stores the answer with
 // the handler's writes and sends it after the commit. A retry with the same
 // key gets the stored answer, message or error, with Idempotent-Replayed:
-// true. On a client, and for streams, it does nothing.
+// true.
+//
+// A streaming procedure that Config.Protect selects is refused with
+// Unimplemented (reason STREAM_UNSUPPORTED) before its handler runs: a key
+// protects a unary call only, and a stream must never run as if it were
+// protected. DefaultProtect selects no stream. A call already inside a run
+// of the same store (this interceptor installed twice, or two Servers on
+// one store) goes through untouched: its handler works in the outer run's
+// transaction. On a client it does nothing.
 func (s *Server[TTx]) Interceptor() connect.Interceptor { return serverInterceptor[TTx]{s} }
 
 type serverInterceptor[TTx any] struct{ s *Server[TTx] }
@@ -188,22 +194,17 @@ func (serverInterceptor[TTx]) WrapStreamingClient(next connect.StreamingClientFu
 	return next
 }
 
-func (serverInterceptor[TTx]) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return next
+func (i serverInterceptor[TTx]) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		if spec := conn.Spec(); spec.IsClient || !i.s.cfg.Protect(spec) {
+			return next(ctx, conn)
+		}
+		if err := i.s.core.Stream(ctx, conn.Spec().Procedure, conn.RequestHeader().Values(HeaderKey), nil); err != nil {
+			return errorFor(err)
+		}
+		return next(ctx, conn)
+	}
 }
-
-// handlerError marks an error the handler returned that is not stored, so
-// it reaches the client as the handler gave it.
-type handlerError struct{ err error }
-
-func (e *handlerError) Error() string { return e.err.Error() }
-func (e *handlerError) Unwrap() error { return e.err }
-
-// answerError marks a handler answer that cannot be stored faithfully: its
-// message is not of the schema's output type.
-type answerError struct{ msg string }
-
-func (e *answerError) Error() string { return e.msg }
 
 // outputType is the procedure's response type, from its schema: only a
 // message built from the schema can be replayed without knowing the
@@ -216,6 +217,13 @@ func outputType(spec connect.Spec) (protoreflect.MessageType, error) {
 	return dynamicpb.NewMessageType(md.Output()), nil
 }
 
+// answer is what one run of the handler answered; what it set through
+// connect.CallInfo stays in the CallInfo.
+type answer struct {
+	resp connect.AnyResponse
+	err  error
+}
+
 func (s *Server[TTx]) serve(ctx context.Context, req connect.AnyRequest, next connect.UnaryFunc) (connect.AnyResponse, error) {
 	spec := req.Spec()
 	procedure := spec.Procedure
@@ -224,44 +232,37 @@ func (s *Server[TTx]) serve(ctx context.Context, req connect.AnyRequest, next co
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "idemconnect: cannot protect a procedure without a protobuf schema", slog.String("procedure", procedure), slog.Any("error", err))
 		return nil, withInfo(connect.CodeInternal, "this procedure's answers cannot be stored for replay (no protobuf schema); nothing was done", ReasonNoSchema)
 	}
-	key, err := keyFrom(req.Header())
-	if err != nil {
-		return nil, err
-	}
 	principal := s.cfg.Principal(ctx, req)
-	if principal == "" && !s.cfg.AllowAnonymous {
-		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "idemconnect: refused a call without a principal; install the interceptor after authentication, or set Config.AllowAnonymous for procedures anonymous by design",
-			slog.String("procedure", procedure))
-		return nil, withInfo(connect.CodePermissionDenied, "this call carries an idempotency key but no authenticated caller to scope it to; nothing was done", ReasonPrincipalMissing)
+	call := idemrpc.Call{
+		Method:      procedure,
+		Keys:        req.Header().Values(HeaderKey),
+		Principal:   principal,
+		Scope:       Scope(principal, procedure),
+		Fingerprint: func() (idem.Fingerprint, error) { return s.cfg.Fingerprint(procedure, req.Any()) },
 	}
-	fp, err := s.cfg.Fingerprint(procedure, req.Any())
-	if err != nil {
-		s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "idemconnect: fingerprint failed", slog.String("procedure", procedure), slog.Any("error", err))
-		return nil, connect.NewError(connect.CodeInternal, errors.New("the request could not be fingerprinted; nothing was done"))
-	}
-	ireq := idem.Request{Scope: Scope(principal, procedure), Key: key, Fingerprint: fp}
 
 	// Headers a handler sets through connect.CallInfo are kept by connect
-	// across runs; put them back as they were before each run, and store
-	// what the run added.
+	// across runs and sent with any answer: put them back as they were
+	// before each run, store what the run added, and put them back again
+	// unless the last run answers.
 	info, hasInfo := connect.CallInfoForHandlerContext(ctx)
 	var savedHeader, savedTrailer http.Header
 	if hasInfo {
 		savedHeader, savedTrailer = info.ResponseHeader().Clone(), info.ResponseTrailer().Clone()
 	}
-
-	var last struct { // the handler's last run
-		resp connect.AnyResponse
-		err  error
-	}
-	res, err := s.store.Do(ctx, ireq, func(ctx context.Context, tx TTx) (idem.Response, error) {
-		last.resp, last.err = nil, nil
-		var infoHeader, infoTrailer http.Header
+	restore := func() {
 		if hasInfo {
 			resetHeader(info.ResponseHeader(), savedHeader)
 			resetHeader(info.ResponseTrailer(), savedTrailer)
 		}
-		resp, herr := next(context.WithValue(ctx, txKey{}, &run{tx: tx}), req)
+	}
+
+	var last answer // the handler's last run
+	served, err := s.core.Serve(ctx, call, func(ctx context.Context, _ TTx) (idem.Response, error) {
+		restore()
+		resp, herr := next(ctx, req)
+		last = answer{resp: resp, err: herr}
+		var infoHeader, infoTrailer http.Header
 		if hasInfo {
 			infoHeader = headerDiff(savedHeader, info.ResponseHeader())
 			infoTrailer = headerDiff(savedTrailer, info.ResponseTrailer())
@@ -271,62 +272,50 @@ func (s *Server[TTx]) serve(ctx context.Context, req connect.AnyRequest, next co
 			if !errors.As(herr, &ce) || !s.cfg.StoreCode(ce.Code()) {
 				// A plain error may be a database error worth retrying
 				// (a serialization failure): Do classifies it.
-				return idem.Response{}, &handlerError{err: herr}
+				return idem.Response{}, idemrpc.Unstored(herr)
 			}
-			last.err = herr
 			header := mergeInto(ce.Meta().Clone(), infoHeader)
 			return idem.Response{Status: idem.NoStatus, Header: header,
 				Body: outcome{status: statusOf(ce), trailer: infoTrailer}.encode()}, nil
 		}
 		m, ok := resp.Any().(proto.Message)
 		if !ok {
-			return idem.Response{}, &answerError{fmt.Sprintf("idemconnect: response of %s is a %T, not a proto.Message", procedure, resp.Any())}
+			return idem.Response{}, idemrpc.Unstorable(fmt.Errorf("idemconnect: response of %s is a %T, not a proto.Message", procedure, resp.Any()))
 		}
 		if got, want := m.ProtoReflect().Descriptor().FullName(), out.Descriptor().FullName(); got != want {
-			return idem.Response{}, &answerError{fmt.Sprintf("idemconnect: response of %s is a %s, but its schema says %s", procedure, got, want)}
+			return idem.Response{}, idemrpc.Unstorable(fmt.Errorf("idemconnect: response of %s is a %s, but its schema says %s", procedure, got, want))
 		}
 		b, err := proto.Marshal(m)
 		if err != nil {
-			return idem.Response{}, &answerError{fmt.Sprintf("idemconnect: encode the response of %s: %v", procedure, err)}
+			return idem.Response{}, idemrpc.Unstorable(fmt.Errorf("idemconnect: encode the response of %s: %w", procedure, err))
 		}
-		last.resp = resp
 		header := mergeInto(resp.Header().Clone(), infoHeader)
 		trailer := mergeInto(resp.Trailer().Clone(), infoTrailer)
 		return idem.Response{Status: idem.NoStatus, Header: header, Body: outcome{trailer: trailer, message: b}.encode()}, nil
 	})
-	if err != nil {
-		if errors.Is(err, idem.ErrTxAborted) && last.err != nil {
-			s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "idemconnect: handler answered an error after a statement of its transaction failed and aborted it: answer sent, not stored; rolled back", slog.String("procedure", procedure),
-				slog.String("scope", ireq.Scope), slog.String("key", ireq.Key), slog.Any("error", err))
-			return nil, last.err // the handler's own answer, not stored
+	if err == nil && served.Verdict == idemrpc.Ran && served.Aborted != nil {
+		if e := s.core.Aborted(ctx, procedure, served, last.err != nil); e != nil {
+			err = e // a success whose work was rolled back
 		}
-		return nil, s.failed(ctx, ireq, procedure, err)
 	}
-	switch res.Outcome {
-	case idem.Won:
+	if err == nil && served.Verdict == idemrpc.Ran {
 		return last.resp, last.err
-	case idem.Replay:
-		return s.replay(ctx, ireq, procedure, out, res.Response)
-	case idem.Mismatch:
-		return nil, withInfo(connect.CodeFailedPrecondition,
-			"this idempotency key was already used with a different request; use a new key for a new operation", ReasonMismatch)
-	case idem.InFlight:
-		msg, reason := "a call with this idempotency key is still in progress; retry later with the same key", ReasonInFlight
-		switch {
-		case res.Busy && res.Record.Key == "":
-			msg, reason = "the database was busy with other writes past the wait bound, so whether another call holds this idempotency key is not known; nothing was done; retry soon with the same key", ReasonDatabaseBusy
-		case res.Record.Key == "":
-			msg = "the call could not claim its idempotency key in time: another call holds it, or the database is busy; retry later with the same key"
-		}
-		return nil, s.retryLater(connect.CodeAborted, msg, reason)
 	}
-	return nil, s.failed(ctx, ireq, procedure, fmt.Errorf("idemconnect: unexpected outcome %v", res.Outcome))
+	restore() // no run of the handler answers: what one set is not sent
+	switch {
+	case err != nil:
+		return nil, errorFor(err)
+	case served.Verdict == idemrpc.Pass:
+		return next(ctx, req)
+	}
+	return s.replay(ctx, procedure, out, served)
 }
 
 // replay turns a stored answer back into the handler's: the stored error,
 // or a message of the schema's output type decoded from the stored bytes,
 // with the stored header and trailers and Idempotent-Replayed: true.
-func (s *Server[TTx]) replay(ctx context.Context, req idem.Request, procedure string, out protoreflect.MessageType, stored idem.Response) (connect.AnyResponse, error) {
+func (s *Server[TTx]) replay(ctx context.Context, procedure string, out protoreflect.MessageType, served idemrpc.Served) (connect.AnyResponse, error) {
+	stored := served.Stored
 	o, err := decodeOutcome(stored.Body)
 	if err == nil && o.status == nil {
 		m := out.New().Interface()
@@ -340,71 +329,11 @@ func (s *Server[TTx]) replay(ctx context.Context, req idem.Request, procedure st
 		err = fmt.Errorf("%w: the message does not decode as %s: %w", errCorruptOutcome, out.Descriptor().FullName(), err)
 	}
 	if err != nil {
-		s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "idemconnect: stored answer unreadable", slog.String("procedure", procedure),
-			slog.String("scope", req.Scope), slog.String("key", req.Key), slog.Any("error", err))
-		return nil, connect.NewError(connect.CodeInternal, errors.New("the stored answer of this call cannot be read; it was not run again"))
+		return nil, errorFor(s.core.Unreadable(ctx, procedure, served, err))
 	}
 	e := errorOf(o.status)
 	mergeInto(e.Meta(), stored.Header)
 	mergeInto(e.Meta(), o.trailer)
 	e.Meta().Set(HeaderReplayed, "true")
 	return nil, e
-}
-
-// failed turns an error from Do into the call's error: nothing was stored,
-// or (ErrCommitUnknown) it is not known whether it was.
-func (s *Server[TTx]) failed(ctx context.Context, req idem.Request, procedure string, err error) error {
-	log := func(msg string) {
-		s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "idemconnect: "+msg, slog.String("procedure", procedure),
-			slog.String("scope", req.Scope), slog.String("key", req.Key), slog.Any("error", err))
-	}
-	var (
-		herr  *handlerError
-		aerr  *answerError
-		ended *idem.TxEndedError
-	)
-	switch {
-	case errors.Is(err, idem.ErrCommitUnknown):
-		log("commit outcome unknown")
-		return s.retryLater(connect.CodeUnavailable, "the database connection was lost while committing, so it is not known whether the call took effect; retry with the same key: you will get its result, or it will be done once", ReasonCommitUnknown)
-	case errors.Is(err, idem.ErrRetriesExhausted):
-		log("transaction kept failing with retryable errors")
-		return s.retryLater(connect.CodeAborted, "the call conflicted with concurrent ones and was rolled back; retry with the same key", ReasonStoreUnavailable)
-	case errors.Is(err, idem.ErrTooLarge):
-		log("response too large to store; rolled back")
-		return connect.NewError(connect.CodeInternal, errors.New("the response was too large to store for replay, so the call was rolled back; retrying will not help"))
-	case errors.As(err, &aerr):
-		log("response cannot be stored; rolled back")
-		return connect.NewError(connect.CodeInternal, errors.New("the response could not be stored for replay, so the call was rolled back"))
-	case errors.As(err, &ended):
-		log("handler ended the transaction itself")
-		return connect.NewError(connect.CodeInternal, errors.New("the call's transaction was ended before its response could be stored"))
-	case errors.As(err, &herr):
-		return herr.err // not stored, rolled back: the handler's own answer
-	case errors.Is(err, idem.ErrTxAborted):
-		log("handler answered success after a statement of its transaction failed and aborted it; rolled back")
-		return connect.NewError(connect.CodeInternal, errors.New("the call failed and was rolled back; nothing was stored"))
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return connect.NewError(connect.CodeDeadlineExceeded, ctx.Err())
-	case ctx.Err() != nil:
-		return connect.NewError(connect.CodeCanceled, ctx.Err())
-	}
-	log("store failed; nothing stored")
-	return s.retryLater(connect.CodeUnavailable, "the call could not be recorded and was rolled back; retry with the same key", ReasonStoreUnavailable)
-}
-
-// keyFrom reads and checks the Idempotency-Key header.
-func keyFrom(h http.Header) (string, error) {
-	keys := h.Values(HeaderKey)
-	switch len(keys) {
-	case 0:
-		return "", withInfo(connect.CodeInvalidArgument, "this procedure requires an "+HeaderKey+" header; make one key per operation and send it with every retry", ReasonKeyMissing)
-	case 1:
-	default:
-		return "", withInfo(connect.CodeInvalidArgument, fmt.Sprintf("%d %s headers, want one", len(keys), HeaderKey), ReasonKeyInvalid)
-	}
-	if err := idem.ValidateKey(keys[0]); err != nil {
-		return "", withInfo(connect.CodeInvalidArgument, strings.TrimPrefix(err.Error(), "idem: "), ReasonKeyInvalid)
-	}
-	return keys[0], nil
 }

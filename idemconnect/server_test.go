@@ -506,3 +506,21 @@ func TestReplayAfterRestart(t *testing.T) {
 		t.Errorf("after restart: %v %v, want a replay of %v", again, err, first.Msg)
 	}
 }
+
+// TestNoSchemaDefaultLogger: the refusal of a procedure without a schema
+// is logged with the default logger when Config.Logger is not set.
+func TestNoSchemaDefaultLogger(t *testing.T) {
+	o := newOrders(t, idem.Config{})
+	s, err := idemconnect.New(o.store, idemconnect.Config{Principal: tenantOf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(createOrder, connect.NewUnaryHandler(createOrder, o.create, connect.WithInterceptors(s.Interceptor())))
+	srv := startTLS(t, mux)
+	c := connect.NewClient[structpb.Struct, structpb.Struct](srv.Client(), srv.URL+createOrder)
+	_, err = call(t, c, map[string]any{"item": "book"}, idemconnect.HeaderKey, "k1", "Tenant", "acme")
+	if connect.CodeOf(err) != connect.CodeInternal || errorReason(err) != idemconnect.ReasonNoSchema {
+		t.Errorf("no schema: %v (reason %q), want Internal %s", err, errorReason(err), idemconnect.ReasonNoSchema)
+	}
+}

@@ -8,56 +8,72 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/idemkit/idem/idemrpc"
 )
 
 // ErrorDomain is the Domain of the errdetails.ErrorInfo detail attached to
 // every error this package makes; its Reason is one of the Reason
 // constants.
-const ErrorDomain = "idem"
+const ErrorDomain = idemrpc.ErrorDomain
 
 // Reasons in the ErrorInfo detail of the errors this package makes, so a
 // client can tell them apart without parsing messages. They are the same
 // strings as idemgrpc's.
 const (
 	// ReasonKeyMissing: InvalidArgument, the procedure needs a key.
-	ReasonKeyMissing = "IDEMPOTENCY_KEY_MISSING"
+	ReasonKeyMissing = idemrpc.ReasonKeyMissing
 	// ReasonKeyInvalid: InvalidArgument, the key is empty, longer than 255
 	// bytes, not printable ASCII, or sent more than once.
-	ReasonKeyInvalid = "IDEMPOTENCY_KEY_INVALID"
+	ReasonKeyInvalid = idemrpc.ReasonKeyInvalid
 	// ReasonPrincipalMissing: PermissionDenied, no caller to scope the key to.
-	ReasonPrincipalMissing = "PRINCIPAL_MISSING"
+	ReasonPrincipalMissing = idemrpc.ReasonPrincipalMissing
 	// ReasonMismatch: FailedPrecondition, the key was used with another
 	// request.
-	ReasonMismatch = "IDEMPOTENCY_KEY_MISMATCH"
+	ReasonMismatch = idemrpc.ReasonMismatch
 	// ReasonInFlight: Aborted, another call holds the key; retry later.
-	ReasonInFlight = "IDEMPOTENCY_KEY_IN_FLIGHT"
+	ReasonInFlight = idemrpc.ReasonInFlight
 	// ReasonDatabaseBusy: Aborted, the wait that ran out was for the
 	// database itself (SQLite's write lock), not for the key: whether
 	// another call holds the key is not known; retry soon.
-	ReasonDatabaseBusy = "DATABASE_BUSY"
+	ReasonDatabaseBusy = idemrpc.ReasonDatabaseBusy
 	// ReasonCommitUnknown: Unavailable, the commit's outcome is unknown; a
 	// retry with the same key replays or does the work once.
-	ReasonCommitUnknown = "COMMIT_UNKNOWN"
+	ReasonCommitUnknown = idemrpc.ReasonCommitUnknown
 	// ReasonStoreUnavailable: Unavailable or Aborted, nothing was stored;
 	// retry with the same key.
-	ReasonStoreUnavailable = "STORE_UNAVAILABLE"
+	ReasonStoreUnavailable = idemrpc.ReasonStoreUnavailable
 	// ReasonNoSchema: Internal, the procedure has no protobuf schema
 	// (connect.WithSchema), so its answer could not be replayed; nothing
 	// was done.
-	ReasonNoSchema = "SCHEMA_MISSING"
+	ReasonNoSchema = idemrpc.ReasonNoSchema
+	// ReasonStreamUnsupported: Unimplemented, a streaming procedure that
+	// Config.Protect selects; nothing was done.
+	ReasonStreamUnsupported = idemrpc.ReasonStreamUnsupported
 )
+
+// errorFor is the connect error of an answer idem made (an
+// *idemrpc.Error): its code and message, with an ErrorInfo detail when it
+// has a reason and a RetryInfo detail when it says when to retry. Another
+// error is returned as it is.
+func errorFor(err error) error {
+	var e *idemrpc.Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	var details []proto.Message
+	if e.Reason != "" {
+		details = append(details, &errdetails.ErrorInfo{Reason: e.Reason, Domain: ErrorDomain})
+	}
+	if e.RetryAfter > 0 {
+		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(e.RetryAfter)})
+	}
+	return withDetails(connect.Code(e.Code), e.Message, details...)
+}
 
 // withInfo makes a connect error with an ErrorInfo detail.
 func withInfo(code connect.Code, msg, reason string) *connect.Error {
 	return withDetails(code, msg, &errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain})
-}
-
-// retryLater makes a connect error with ErrorInfo and RetryInfo details:
-// the call may succeed if retried with the same key after the delay.
-func (s *Server[TTx]) retryLater(code connect.Code, msg, reason string) *connect.Error {
-	return withDetails(code, msg,
-		&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain},
-		&errdetails.RetryInfo{RetryDelay: durationpb.New(s.cfg.RetryAfter)})
 }
 
 func withDetails(code connect.Code, msg string, details ...proto.Message) *connect.Error {

@@ -2,8 +2,6 @@ package idemgrpc
 
 import (
 	"context"
-	"crypto/rand"
-	"fmt"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -12,6 +10,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/idemkit/idem/idemrpc"
 	"github.com/idemkit/idem/internal/backoff"
 )
 
@@ -19,11 +18,11 @@ import (
 const (
 	// DefaultMaxAttempts is how many times a call is sent at most, the
 	// first time included.
-	DefaultMaxAttempts = 5
+	DefaultMaxAttempts = idemrpc.DefaultMaxAttempts
 	// DefaultBaseDelay is the backoff before the first retry.
-	DefaultBaseDelay = 100 * time.Millisecond
+	DefaultBaseDelay = idemrpc.DefaultBaseDelay
 	// DefaultMaxDelay caps every wait between attempts.
-	DefaultMaxDelay = 10 * time.Second
+	DefaultMaxDelay = idemrpc.DefaultMaxDelay
 )
 
 // Client is the client half: a unary client interceptor that makes retries
@@ -31,8 +30,10 @@ const (
 //
 // Each call is one intention. Unless the caller put an idempotency-key in
 // the outgoing metadata (then that key is kept), it makes one with NewKey
-// before the first attempt and sends that same key on every attempt. It
-// retries what a retry can fix: Unavailable (the server or the store could
+// before the first attempt and sends that same key on every attempt. A
+// caller's key the server would refuse (one idem.ValidateKey refuses, or
+// more than one) is not sent at all: the call fails with InvalidArgument.
+// It retries what a retry can fix: Unavailable (the server or the store could
 // not serve it, or a commit's outcome is unknown), Aborted (another call
 // holds the key, or the transaction conflicted) and DeadlineExceeded while
 // the call's own context is still alive (an attempt ran out of
@@ -71,7 +72,8 @@ type Client struct {
 	AttemptTimeout time.Duration
 	// Protect reports whether a method (its full name) gets a key and
 	// retries. Other calls pass through untouched. Default: DefaultProtect,
-	// every method but gRPC's health and reflection services.
+	// every method but gRPC's own services (health, reflection, channelz,
+	// CSDS).
 	Protect func(fullMethod string) bool
 	// NewKey makes a key. Default: NewKey.
 	NewKey func() string
@@ -79,13 +81,7 @@ type Client struct {
 
 // NewKey returns a fresh idempotency key: a random (version 4) UUID from
 // crypto/rand. Make one per intention and reuse it for every retry of it.
-func NewKey() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-}
+func NewKey() string { return idemrpc.NewKey() }
 
 // UnaryInterceptor returns the interceptor; see Client.
 func (c *Client) UnaryInterceptor() grpc.UnaryClientInterceptor {
@@ -98,24 +94,24 @@ func (c *Client) UnaryInterceptor() grpc.UnaryClientInterceptor {
 			return invoker(ctx, method, req, reply, cc, opts...)
 		}
 		md, _ := metadata.FromOutgoingContext(ctx)
-		if len(md.Get(MetadataKey)) == 0 {
-			newKey := c.NewKey
-			if newKey == nil {
-				newKey = NewKey
-			}
-			ctx = metadata.AppendToOutgoingContext(ctx, MetadataKey, newKey())
+		key, made, err := idemrpc.ClientKey(md.Get(MetadataKey), c.NewKey)
+		if err != nil {
+			// Not worth sending: the transport would refuse some such keys
+			// with an error that looks retryable, the server all of them.
+			return status.Error(codes.InvalidArgument, "idemgrpc: "+err.Error())
 		}
-		maxAttempts := c.MaxAttempts
-		if maxAttempts <= 0 {
-			maxAttempts = DefaultMaxAttempts
+		if made {
+			ctx = metadata.AppendToOutgoingContext(ctx, MetadataKey, key)
 		}
+		policy := idemrpc.Retry{MaxAttempts: c.MaxAttempts, BaseDelay: c.BaseDelay, MaxDelay: c.MaxDelay}
 		for attempt := 1; ; attempt++ {
 			var header metadata.MD
 			err := c.attempt(ctx, method, req, reply, cc, invoker, append(opts, grpc.Header(&header)))
-			if err == nil || attempt >= maxAttempts || !retryable(ctx, err, header) {
+			if err == nil || attempt >= policy.Attempts() || !retryable(ctx, err, header) {
 				return err
 			}
-			if backoff.Sleep(ctx, c.delay(attempt, err)) != nil {
+			server, fromServer := retryInfo(err)
+			if backoff.Sleep(ctx, policy.Delay(attempt, server, fromServer)) != nil {
 				return err
 			}
 		}
@@ -137,32 +133,16 @@ func retryable(ctx context.Context, err error, header metadata.MD) bool {
 	if ctx.Err() != nil {
 		return false
 	}
-	if vals := header.Get(MetadataReplayed); len(vals) > 0 && vals[0] == "true" {
-		return false // a stored answer: asking again replays it again
-	}
-	switch status.Code(err) {
-	case codes.Unavailable, codes.Aborted, codes.DeadlineExceeded:
-		return true
-	}
-	return false
+	vals := header.Get(MetadataReplayed)
+	return idemrpc.Retryable(idemrpc.Code(status.Code(err)), len(vals) > 0 && vals[0] == "true")
 }
 
-// delay is the wait after attempt n failed with err: the server's RetryInfo
-// when it sent one, else exponential backoff with jitter (between half and
-// all of the step), capped by MaxDelay.
-func (c *Client) delay(n int, err error) time.Duration {
-	maxDelay := c.MaxDelay
-	if maxDelay <= 0 {
-		maxDelay = DefaultMaxDelay
-	}
+// retryInfo is the delay of err's RetryInfo detail, and whether it has one.
+func retryInfo(err error) (time.Duration, bool) {
 	for _, d := range status.Convert(err).Details() {
 		if ri, ok := d.(*errdetails.RetryInfo); ok && ri.GetRetryDelay() != nil {
-			return min(max(ri.GetRetryDelay().AsDuration(), 0), maxDelay)
+			return ri.GetRetryDelay().AsDuration(), true
 		}
 	}
-	step := c.BaseDelay
-	if step <= 0 {
-		step = DefaultBaseDelay
-	}
-	return backoff.Half(backoff.Step(n, step, maxDelay))
+	return 0, false
 }

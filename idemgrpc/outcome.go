@@ -7,69 +7,86 @@ import (
 	"strings"
 
 	spb "google.golang.org/genproto/googleapis/rpc/status"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/idemkit/idem/idemrpc"
 )
 
 // A call's stored outcome is the body of an idem.Response with Status
-// idem.NoStatus: a version byte, the length of the encoded google.rpc.Status
-// as a uvarint, that status (empty for OK), then the response message's
-// protobuf encoding (empty unless OK).
-const outcomeV1 = 1
+// idem.NoStatus, its response header in the Response's Header. The body
+// begins with a version byte:
+//
+//   - outcomeV2: an idemrpc.Answer: the encoded google.rpc.Status (empty
+//     for OK), the trailer, the response message's protobuf encoding;
+//   - outcomeV1, written before trailers were stored: the length of the
+//     encoded google.rpc.Status as a uvarint, that status (empty for OK),
+//     then the response message's protobuf encoding. It is still read.
+const (
+	outcomeV1 = 1
+	outcomeV2 = 2
+)
 
 var errCorruptOutcome = errors.New("idemgrpc: stored outcome is corrupt")
 
-func encodeOutcome(st *spb.Status, resp []byte) []byte {
-	var sb []byte
-	if st != nil {
-		sb, _ = proto.Marshal(st) // a google.rpc.Status made by package status always encodes
-	}
-	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(sb)+len(resp))
-	b = append(b, outcomeV1)
-	b = binary.AppendUvarint(b, uint64(len(sb)))
-	b = append(b, sb...)
-	return append(b, resp...)
+// outcome is one stored answer.
+type outcome struct {
+	status  *spb.Status // nil: OK
+	trailer metadata.MD
+	message []byte
 }
 
-// decodeOutcome returns the stored status (nil for OK) and response bytes.
-func decodeOutcome(b []byte) (*spb.Status, []byte, error) {
-	if len(b) == 0 || b[0] != outcomeV1 {
-		return nil, nil, fmt.Errorf("%w: unknown encoding", errCorruptOutcome)
+func (o outcome) encode() []byte {
+	a := idemrpc.Answer{Trailer: headerOf(o.trailer), Message: o.message}
+	if o.status != nil {
+		a.Status, _ = proto.Marshal(o.status) // a google.rpc.Status made by package status always encodes
 	}
-	n, w := binary.Uvarint(b[1:])
-	if w <= 0 || n > uint64(len(b)-1-w) { //nolint:gosec // w > 0 and w <= len(b)-1: Uvarint read w bytes of b[1:]
-		return nil, nil, fmt.Errorf("%w: bad status length", errCorruptOutcome)
-	}
-	rest := b[1+w:]
-	if n == 0 {
-		return nil, rest, nil
-	}
-	st := new(spb.Status)
-	if err := proto.Unmarshal(rest[:n], st); err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", errCorruptOutcome, err)
-	}
-	return st, rest[n:], nil
+	return a.Append([]byte{outcomeV2})
 }
 
-// replay turns a stored outcome back into the handler's answer: the stored
-// status as an error, or a response message decoded from the stored bytes.
-func replay(method string, body []byte) (any, error) {
-	st, resp, err := decodeOutcome(body)
-	if err != nil {
-		return nil, status.Errorf(codes.Internal, "the stored answer of this call cannot be read: %v", err)
+func decodeOutcome(b []byte) (outcome, error) {
+	if len(b) == 0 {
+		return outcome{}, fmt.Errorf("%w: empty", errCorruptOutcome)
 	}
-	if st != nil {
-		return nil, status.ErrorProto(st)
+	var (
+		sb []byte
+		o  outcome
+	)
+	switch b[0] {
+	case outcomeV1:
+		n, w := binary.Uvarint(b[1:])
+		if w <= 0 || n > uint64(len(b)-1-w) { //nolint:gosec // w > 0 and w <= len(b)-1: Uvarint read w bytes of b[1:]
+			return outcome{}, fmt.Errorf("%w: bad status length", errCorruptOutcome)
+		}
+		rest := b[1+w:]
+		sb, o.message = rest[:n], rest[n:]
+	case outcomeV2:
+		a, err := idemrpc.ParseAnswer(b[1:])
+		if err != nil {
+			return outcome{}, fmt.Errorf("%w: %w", errCorruptOutcome, err)
+		}
+		sb, o.trailer, o.message = a.Status, metadata.MD(a.Trailer), a.Message
+	default:
+		return outcome{}, fmt.Errorf("%w: unknown encoding %d", errCorruptOutcome, b[0])
 	}
-	m := newResponse(method)
-	if err := proto.Unmarshal(resp, m); err != nil {
-		return nil, status.Errorf(codes.Internal, "the stored answer of this call does not decode as %s: %v", m.ProtoReflect().Descriptor().FullName(), err)
+	if len(sb) > 0 {
+		o.status = new(spb.Status)
+		if err := proto.Unmarshal(sb, o.status); err != nil {
+			return outcome{}, fmt.Errorf("%w: %w", errCorruptOutcome, err)
+		}
 	}
-	return m, nil
+	return o, nil
+}
+
+// headerOf is md as idem stores a header: the same names and values.
+func headerOf(md metadata.MD) map[string][]string {
+	if len(md) == 0 {
+		return nil
+	}
+	return md.Copy()
 }
 
 // newResponse returns an empty message of method's response type, found in

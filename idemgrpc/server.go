@@ -2,11 +2,10 @@ package idemgrpc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -16,19 +15,20 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemrpc"
 )
 
 // Metadata names of the protocol (gRPC metadata keys are lower case).
 const (
 	// MetadataKey carries the client's idempotency key.
-	MetadataKey = "idempotency-key"
+	MetadataKey = idemrpc.MetadataKey
 	// MetadataReplayed is "true" in the response header of a replayed call.
-	MetadataReplayed = "idempotent-replayed"
+	MetadataReplayed = idemrpc.MetadataReplayed
 )
 
 // DefaultRetryAfter is the retry delay sent with Aborted and Unavailable
 // answers when Config.RetryAfter is zero.
-const DefaultRetryAfter = time.Second
+const DefaultRetryAfter = idemrpc.DefaultRetryAfter
 
 // Config tunes a Server. Principal is required; every other zero field
 // means its default.
@@ -67,7 +67,9 @@ type Config struct {
 	// Protect reports whether a method (its full name, "/pkg.Service/Method")
 	// requires a key and runs in a transaction. Other methods pass through
 	// untouched. Default: DefaultProtect, every method the interceptor is
-	// installed on but gRPC's health and reflection services.
+	// installed on but gRPC's own services (health, reflection, channelz,
+	// CSDS). When it is set, the stream interceptor asks it about streams
+	// too, and refuses those it selects.
 	Protect func(fullMethod string) bool
 
 	// Fingerprint hashes what the call asks for; the same key with another
@@ -99,14 +101,7 @@ type Config struct {
 // FailedPrecondition, OutOfRange) are stored; Canceled, Unknown,
 // DeadlineExceeded, ResourceExhausted, Aborted, Unimplemented, Internal,
 // Unavailable and DataLoss are not, so a retry runs the handler.
-func DefaultStoreCode(c codes.Code) bool {
-	switch c {
-	case codes.OK, codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.PermissionDenied,
-		codes.Unauthenticated, codes.FailedPrecondition, codes.OutOfRange:
-		return true
-	}
-	return false
-}
+func DefaultStoreCode(c codes.Code) bool { return idemrpc.DefaultStoreCode(idemrpc.Code(c)) }
 
 // DefaultFingerprint hashes the full method name and the request's
 // deterministic protobuf encoding (proto.MarshalOptions{Deterministic:
@@ -131,219 +126,256 @@ func DefaultFingerprint(fullMethod string, req any) (idem.Fingerprint, error) {
 // Server runs unary handlers inside idempotent transactions of one Store.
 // It is safe for concurrent use.
 type Server[TTx any] struct {
-	store *idem.Store[TTx]
-	cfg   Config
+	core *idemrpc.Server[TTx]
+	cfg  Config
+	// protectStreams: Config.Protect was set, so the stream interceptor
+	// asks it about streams too; DefaultProtect selects none.
+	protectStreams bool
 }
 
 // New returns a Server on store. It fails for a nil store, a missing
 // Principal or a negative RetryAfter, with an error matching
 // idem.ErrInvalidConfig.
 func New[TTx any](store *idem.Store[TTx], cfg Config) (*Server[TTx], error) {
-	if store == nil {
-		return nil, fmt.Errorf("idemgrpc: %w: nil store", idem.ErrInvalidConfig)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	core, err := idemrpc.NewServer(store, idemrpc.Config{
+		Transport:      "idemgrpc",
+		Subject:        "method",
+		KeyField:       MetadataKey + " metadata entry",
+		AllowAnonymous: cfg.AllowAnonymous,
+		KeyOptional:    cfg.KeyOptional,
+		RetryAfter:     cfg.RetryAfter,
+		Logger:         cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
 	}
 	if cfg.Principal == nil {
 		return nil, fmt.Errorf("idemgrpc: %w: Config.Principal is required: keys must be scoped to who sends them", idem.ErrInvalidConfig)
 	}
-	if cfg.Protect == nil {
-		cfg.Protect = DefaultProtect
+	s := &Server[TTx]{core: core, cfg: cfg, protectStreams: cfg.Protect != nil}
+	if s.cfg.Protect == nil {
+		s.cfg.Protect = DefaultProtect
 	}
-	if cfg.Fingerprint == nil {
-		cfg.Fingerprint = DefaultFingerprint
+	if s.cfg.Fingerprint == nil {
+		s.cfg.Fingerprint = DefaultFingerprint
 	}
-	if cfg.StoreCode == nil {
-		cfg.StoreCode = DefaultStoreCode
+	if s.cfg.StoreCode == nil {
+		s.cfg.StoreCode = DefaultStoreCode
 	}
-	switch {
-	case cfg.RetryAfter < 0:
-		return nil, fmt.Errorf("idemgrpc: %w: RetryAfter %v is negative", idem.ErrInvalidConfig, cfg.RetryAfter)
-	case cfg.RetryAfter == 0:
-		cfg.RetryAfter = DefaultRetryAfter
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	return &Server[TTx]{store: store, cfg: cfg}, nil
+	return s, nil
 }
 
 // UnaryInterceptor returns the interceptor to install with
 // grpc.ChainUnaryInterceptor, after authentication:
 //
-//	grpc.NewServer(grpc.ChainUnaryInterceptor(auth, s.UnaryInterceptor()))
+//	grpc.NewServer(grpc.ChainUnaryInterceptor(auth, s.UnaryInterceptor()),
+//		grpc.ChainStreamInterceptor(s.StreamInterceptor()))
 //
 // A protected call needs an idempotency-key metadata entry. It runs the
 // handler inside the store's transaction (reach it with Tx), stores the
-// answer with the handler's writes and sends it after the commit. A retry
-// with the same key gets the stored answer, message or status, with
-// idempotent-replayed: true in the response header.
+// answer with the handler's writes, its header and trailer metadata
+// included, and sends it after the commit. A retry with the same key gets
+// the stored answer, message or status, with the stored header and trailer
+// and idempotent-replayed: true in the header.
+//
+// The header and trailer a handler sets (grpc.SetHeader, SendHeader and
+// SetTrailer on its context) are kept until the call is answered, and only
+// those of the run that answers are sent: a run rolled back for a
+// retryable database error sends nothing. So SendHeader sends nothing at
+// once, and grpc.SetSendCompressor fails on the handler's context (it
+// needs gRPC's own stream): call it in an interceptor outside this one.
+//
+// A call already inside a run of the same store (this interceptor chained
+// twice, or two Servers on one store) goes through untouched: its handler
+// works in the outer run's transaction.
 func (s *Server[TTx]) UnaryInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		if !s.cfg.Protect(info.FullMethod) {
 			return handler(ctx, req)
 		}
-		if md, _ := metadata.FromIncomingContext(ctx); s.cfg.KeyOptional && md.Get(MetadataKey) == nil {
-			s.store.Keyless(ctx, Scope(s.cfg.Principal(ctx), info.FullMethod))
+		method := info.FullMethod
+		md, _ := metadata.FromIncomingContext(ctx)
+		principal := s.cfg.Principal(ctx)
+		call := idemrpc.Call{
+			Method:      method,
+			Keys:        md.Get(MetadataKey),
+			Principal:   principal,
+			Scope:       Scope(principal, method),
+			Fingerprint: func() (idem.Fingerprint, error) { return s.cfg.Fingerprint(method, req) },
+		}
+		if s.cfg.FormerScopes {
+			call.FormerScope = formerScope(principal, method)
+		}
+		var last answer // the handler's last run
+		served, err := s.core.Serve(ctx, call, func(ctx context.Context, _ TTx) (idem.Response, error) {
+			return s.run(ctx, req, method, handler, &last)
+		})
+		if err != nil {
+			return nil, statusOf(err)
+		}
+		switch served.Verdict {
+		case idemrpc.Pass:
 			return handler(ctx, req)
+		case idemrpc.Ran:
+			if served.Aborted != nil {
+				if e := s.core.Aborted(ctx, method, served, last.err != nil); e != nil {
+					return nil, statusOf(e)
+				}
+			}
+			send(ctx, last.header, last.trailer)
+			return last.resp, last.err
 		}
-		return s.serve(ctx, req, info.FullMethod, handler)
+		return s.replay(ctx, method, served)
 	}
 }
 
-// answer is what one run of the handler returned.
+// StreamInterceptor returns the stream interceptor, to install with
+// grpc.ChainStreamInterceptor. Idempotency keys protect unary calls only,
+// so a streaming method must never run as if its key protected it: when
+// Config.Protect is set, a stream it selects is refused with Unimplemented
+// (reason STREAM_UNSUPPORTED) and logged, before its handler runs; under
+// Config.KeyOptional a stream without a key goes through, as a keyless
+// call would. Without Protect set (DefaultProtect is for unary methods)
+// every stream goes through untouched, as under idemconnect's
+// DefaultProtect.
+func (s *Server[TTx]) StreamInterceptor() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if !s.protectStreams || !s.cfg.Protect(info.FullMethod) {
+			return handler(srv, ss)
+		}
+		ctx := ss.Context()
+		md, _ := metadata.FromIncomingContext(ctx)
+		scope := func() string { return Scope(s.cfg.Principal(ctx), info.FullMethod) }
+		if err := s.core.Stream(ctx, info.FullMethod, md.Get(MetadataKey), scope); err != nil {
+			return statusOf(err)
+		}
+		return handler(srv, ss)
+	}
+}
+
+// answer is what one run of the handler answered.
 type answer struct {
-	resp any
-	err  error
+	resp            any
+	err             error
+	header, trailer metadata.MD
 }
 
-// handlerError marks an error the handler returned that is not stored, so
-// it reaches the client as the handler gave it.
-type handlerError struct{ err error }
+// run runs the handler once, in the run's transaction (ctx), on a stream
+// of its own that keeps the header and trailer the run sets; it keeps the
+// run's answer in last and returns what to store.
+func (s *Server[TTx]) run(ctx context.Context, req any, method string, handler grpc.UnaryHandler, last *answer) (idem.Response, error) {
+	stream := &runStream{method: method}
+	resp, herr := handler(grpc.NewContextWithServerTransportStream(ctx, stream), req)
+	header, trailer := stream.metadata()
+	*last = answer{resp: resp, err: herr, header: header, trailer: trailer}
+	if herr != nil {
+		st, isStatus := status.FromError(herr)
+		if !isStatus || !s.cfg.StoreCode(st.Code()) {
+			// A plain error may be a database error worth retrying (a
+			// serialization failure): Do classifies it.
+			return idem.Response{}, idemrpc.Unstored(herr)
+		}
+		return idem.Response{Status: idem.NoStatus, Header: headerOf(header),
+			Body: outcome{status: st.Proto(), trailer: trailer}.encode()}, nil
+	}
+	var b []byte
+	if resp != nil {
+		m, ok := resp.(proto.Message)
+		if !ok {
+			return idem.Response{}, idemrpc.Unstorable(fmt.Errorf("idemgrpc: response of %s is a %T, not a proto.Message", method, resp))
+		}
+		var err error
+		if b, err = proto.Marshal(m); err != nil {
+			return idem.Response{}, idemrpc.Unstorable(fmt.Errorf("idemgrpc: encode the response of %s: %w", method, err))
+		}
+	}
+	return idem.Response{Status: idem.NoStatus, Header: headerOf(header), Body: outcome{trailer: trailer, message: b}.encode()}, nil
+}
 
-func (e *handlerError) Error() string { return e.err.Error() }
-func (e *handlerError) Unwrap() error { return e.err }
-
-func (s *Server[TTx]) serve(ctx context.Context, req any, method string, handler grpc.UnaryHandler) (any, error) {
-	key, err := keyFrom(ctx)
+// replay answers with the stored answer: its header, marked replayed, its
+// trailer, and its status, or a response message decoded from the stored
+// bytes.
+func (s *Server[TTx]) replay(ctx context.Context, method string, served idemrpc.Served) (any, error) {
+	o, err := decodeOutcome(served.Stored.Body)
+	var m proto.Message
+	if err == nil && o.status == nil {
+		m = newResponse(method)
+		if uerr := proto.Unmarshal(o.message, m); uerr != nil {
+			err = fmt.Errorf("%w: the message does not decode as %s: %w", errCorruptOutcome, m.ProtoReflect().Descriptor().FullName(), uerr)
+		}
+	}
 	if err != nil {
-		return nil, err
+		return nil, statusOf(s.core.Unreadable(ctx, method, served, err))
 	}
-	principal := s.cfg.Principal(ctx)
-	if principal == "" && !s.cfg.AllowAnonymous {
-		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "idemgrpc: refused a call without a principal; install the interceptor after authentication, or set Config.AllowAnonymous for methods anonymous by design",
-			slog.String("method", method))
-		return nil, withInfo(codes.PermissionDenied, "this call carries an idempotency key but no authenticated caller to scope it to; nothing was done", ReasonPrincipalMissing)
+	header := metadata.MD(served.Stored.Header).Copy()
+	header.Set(MetadataReplayed, "true")
+	send(ctx, header, o.trailer)
+	if o.status != nil {
+		return nil, status.ErrorProto(o.status)
 	}
-	fp, err := s.cfg.Fingerprint(method, req)
-	if err != nil {
-		s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "idemgrpc: fingerprint failed", slog.String("method", method), slog.Any("error", err))
-		return nil, status.Error(codes.Internal, "the request could not be fingerprinted; nothing was done")
-	}
-	ireq := idem.Request{Scope: Scope(principal, method), Key: key, Fingerprint: fp}
-
-	var (
-		last  answer // the handler's last run
-		res   idem.Result
-		found bool // a record under the former scope form answered
-	)
-	if s.cfg.FormerScopes {
-		res, found, err = s.store.Answered(ctx, formerScope(principal, method), key, fp)
-	}
-	if !found && err == nil {
-		res, err = s.store.Do(ctx, ireq, s.doFunc(req, method, handler, &last))
-	}
-	if err != nil {
-		if errors.Is(err, idem.ErrTxAborted) && last.err != nil {
-			s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "idemgrpc: handler answered an error after a statement of its transaction failed and aborted it: answer sent, not stored; rolled back", slog.String("method", method),
-				slog.String("scope", ireq.Scope), slog.String("key", ireq.Key), slog.Any("error", err))
-			return nil, last.err // the handler's own answer, not stored
-		}
-		return nil, s.failed(ctx, ireq, method, err)
-	}
-	switch res.Outcome {
-	case idem.Won:
-		return last.resp, last.err
-	case idem.Replay:
-		_ = grpc.SetHeader(ctx, metadata.Pairs(MetadataReplayed, "true")) // fails only outside a server call
-		return replay(method, res.Response.Body)
-	case idem.Mismatch:
-		return nil, withInfo(codes.FailedPrecondition,
-			"this idempotency key was already used with a different request; use a new key for a new operation", ReasonMismatch)
-	case idem.InFlight:
-		msg, reason := "a call with this idempotency key is still in progress; retry later with the same key", ReasonInFlight
-		switch {
-		case res.Busy && res.Record.Key == "":
-			msg, reason = "the database was busy with other writes past the wait bound, so whether another call holds this idempotency key is not known; nothing was done; retry soon with the same key", ReasonDatabaseBusy
-		case res.Record.Key == "":
-			msg = "the call could not claim its idempotency key in time: another call holds it, or the database is busy; retry later with the same key"
-		}
-		return nil, s.retryLater(codes.Aborted, msg, reason)
-	}
-	return nil, s.failed(ctx, ireq, method, fmt.Errorf("idemgrpc: unexpected outcome %v", res.Outcome))
+	return m, nil
 }
 
-// doFunc is Do's function for one call: the handler in the transaction, its
-// answer encoded for the store and kept in last.
-func (s *Server[TTx]) doFunc(req any, method string, handler grpc.UnaryHandler, last *answer) func(context.Context, TTx) (idem.Response, error) {
-	return func(ctx context.Context, tx TTx) (idem.Response, error) {
-		*last = answer{}
-		resp, herr := handler(context.WithValue(ctx, txKey{}, &run{tx: tx}), req)
-		if herr != nil {
-			st, isStatus := status.FromError(herr)
-			if !isStatus || !s.cfg.StoreCode(st.Code()) {
-				// A plain error may be a database error worth retrying
-				// (a serialization failure): Do classifies it.
-				return idem.Response{}, &handlerError{err: herr}
-			}
-			last.err = herr
-			return idem.Response{Status: idem.NoStatus, Body: encodeOutcome(st.Proto(), nil)}, nil
-		}
-		var b []byte
-		if resp != nil {
-			m, ok := resp.(proto.Message)
-			if !ok {
-				return idem.Response{}, fmt.Errorf("idemgrpc: response of %s is a %T, not a proto.Message", method, resp)
-			}
-			var err error
-			if b, err = proto.Marshal(m); err != nil {
-				return idem.Response{}, fmt.Errorf("idemgrpc: encode the response of %s: %w", method, err)
-			}
-		}
-		last.resp = resp
-		return idem.Response{Status: idem.NoStatus, Body: encodeOutcome(nil, b)}, nil
-	}
+// send sets the call's header and trailer. It fails only outside a server
+// call, or when something outside the interceptor sent the header already;
+// then there is no one to tell.
+func send(ctx context.Context, header, trailer metadata.MD) {
+	_ = grpc.SetHeader(ctx, header)
+	_ = grpc.SetTrailer(ctx, trailer)
 }
 
-// failed turns an error from Do into the call's status: nothing was stored,
-// or (ErrCommitUnknown) it is not known whether it was.
-func (s *Server[TTx]) failed(ctx context.Context, req idem.Request, method string, err error) error {
-	log := func(msg string) {
-		s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "idemgrpc: "+msg, slog.String("method", method),
-			slog.String("scope", req.Scope), slog.String("key", req.Key), slog.Any("error", err))
-	}
-	var (
-		herr  *handlerError
-		ended *idem.TxEndedError
-	)
-	switch {
-	case errors.Is(err, idem.ErrCommitUnknown):
-		log("commit outcome unknown")
-		return s.retryLater(codes.Unavailable, "the database connection was lost while committing, so it is not known whether the call took effect; retry with the same key: you will get its result, or it will be done once", ReasonCommitUnknown)
-	case errors.Is(err, idem.ErrRetriesExhausted):
-		log("transaction kept failing with retryable errors")
-		return s.retryLater(codes.Aborted, "the call conflicted with concurrent ones and was rolled back; retry with the same key", ReasonStoreUnavailable)
-	case errors.Is(err, idem.ErrTooLarge):
-		log("response too large to store; rolled back")
-		return status.Error(codes.Internal, "the response was too large to store for replay, so the call was rolled back; retrying will not help")
-	case errors.As(err, &ended):
-		log("handler ended the transaction itself")
-		return status.Error(codes.Internal, "the call's transaction was ended before its response could be stored")
-	case errors.As(err, &herr):
-		return herr.err // not stored, rolled back: the handler's own answer
-	case errors.Is(err, idem.ErrTxAborted):
-		log("handler answered success after a statement of its transaction failed and aborted it; rolled back")
-		return status.Error(codes.Internal, "the call failed and was rolled back; nothing was stored")
-	case ctx.Err() != nil:
-		return status.FromContextError(ctx.Err()).Err()
-	}
-	log("store failed; nothing stored")
-	return s.retryLater(codes.Unavailable, "the call could not be recorded and was rolled back; retry with the same key", ReasonStoreUnavailable)
+// runStream is the transport stream a handler run sees: it keeps the
+// header and trailer the run sets until the call is answered, so that a
+// run rolled back sends none of them.
+type runStream struct {
+	method string
+
+	mu              sync.Mutex
+	header, trailer metadata.MD
+	headerSent      bool
 }
 
-// keyFrom reads and checks the idempotency-key metadata entry.
-func keyFrom(ctx context.Context) (string, error) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	keys := md.Get(MetadataKey)
-	switch len(keys) {
-	case 0:
-		return "", withInfo(codes.InvalidArgument, "this method requires an "+MetadataKey+" metadata entry; make one key per operation and send it with every retry", ReasonKeyMissing)
-	case 1:
-	default:
-		return "", withInfo(codes.InvalidArgument, fmt.Sprintf("%d %s metadata entries, want one", len(keys), MetadataKey), ReasonKeyInvalid)
+// errHeaderSent is SetHeader or SendHeader after SendHeader, refused as
+// gRPC refuses it.
+var errHeaderSent = status.Error(codes.Internal, "idemgrpc: the header was sent already (SendHeader)")
+
+func (r *runStream) Method() string { return r.method }
+
+func (r *runStream) SetHeader(md metadata.MD) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.headerSent {
+		return errHeaderSent
 	}
-	if err := idem.ValidateKey(keys[0]); err != nil {
-		return "", withInfo(codes.InvalidArgument, strings.TrimPrefix(err.Error(), "idem: "), ReasonKeyInvalid)
+	r.header = metadata.Join(r.header, md)
+	return nil
+}
+
+func (r *runStream) SendHeader(md metadata.MD) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.headerSent {
+		return errHeaderSent
 	}
-	return keys[0], nil
+	r.header, r.headerSent = metadata.Join(r.header, md), true
+	return nil
+}
+
+func (r *runStream) SetTrailer(md metadata.MD) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.trailer = metadata.Join(r.trailer, md)
+	return nil
+}
+
+// metadata returns what the run set.
+func (r *runStream) metadata() (header, trailer metadata.MD) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.header.Copy(), r.trailer.Copy()
 }
 
 // formerScope is the scope idem v0.0 built for a call: the transport, the
