@@ -286,10 +286,8 @@ func (m *Middleware[TTx]) prepare(w http.ResponseWriter, r *http.Request, route 
 	}
 	body, err := readBody(w, r, m.cfg.MaxRequestBody)
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			writeProblem(w, http.StatusRequestEntityTooLarge, "body-too-large",
-				fmt.Sprintf("The request body is larger than %d bytes. Nothing was done.", m.cfg.MaxRequestBody))
+		if detail, ok := bodyTooLarge(err); ok {
+			writeProblem(w, http.StatusRequestEntityTooLarge, "body-too-large", detail)
 			return idem.Request{}, nil, false
 		}
 		writeProblem(w, http.StatusBadRequest, "body-unreadable", "The request body could not be read. Nothing was done.")
