@@ -26,9 +26,16 @@
 // Not with e.Pre: pre-middleware runs before routing, c.Path() is empty, and
 // idemhttp refuses protected requests there with 500 "route-missing" (and an
 // ERROR log), rather than protect every route under one scope. e.Use runs
-// after routing and works for the routes that match, but a protected request
-// that no route matches has an empty c.Path() there too and gets 500
-// "route-missing" instead of echo's 404; prefer routes and groups.
+// after routing and works for the routes that match; a request that no
+// route matches is echo's 404, untouched, when Wrap() is the last
+// middleware of e.Use (it then calls echo's 404 handler itself). After
+// another e.Use middleware it cannot tell, and a protected request there
+// gets 500 "route-missing" instead; prefer routes and groups.
+//
+// When echo is mounted under an http.ServeMux (mux.Handle("/api/", e)), the
+// route is always echo's: the mux's pattern ("/api/") never stands in for
+// it, so a request no echo route matches is never protected, stored or
+// replayed under it.
 //
 // Requests echo's router answers itself, with echo.NotFoundHandler (also
 // behind a group's catch-all route) or echo.MethodNotAllowedHandler, are
@@ -50,7 +57,13 @@
 // and its body is a fresh copy, so c.Bind reads it again. c.Response() is a
 // fresh echo.Response over idemhttp's buffer: c.JSON, c.String, c.Blob and
 // the rest write into it, and it reaches the client only once the answer
-// is stored. c.Param, c.QueryParam and c.Get work as usual.
+// is stored. Nothing is sent before: c.Response().Flush sends nothing (a
+// handler that only flushed has not answered), and Hijack fails with
+// http.ErrNotSupported. c.Param, c.QueryParam and c.Get work as usual.
+//
+// echo's BodyLimit middleware before Wrap() works as without idem: a body
+// over its limit gets 413 ("body-too-large", before anything is claimed),
+// also one sent chunked, whose size only shows while idemhttp reads it.
 //
 // The handler must be re-runnable: on a retryable database error
 // (idem.ErrSerialization, ErrDeadlock, ErrUnavailable), whether the handler
@@ -61,23 +74,28 @@
 //
 // # The errors a handler returns
 //
-//   - an *echo.HTTPError with a status below 500 (echo.NewHTTPError(409,
-//     ...), echo.ErrNotFound, and c.Bind's errors, which are HTTPErrors) is
-//     an answer: echo's HTTPErrorHandler renders it inside the transaction
-//     (c.Error), and the store treats it as any response the handler writes.
-//     A 4xx is stored and replayed, and what the handler wrote to the
-//     database commits with it. So a handler that INSERTs and then returns
-//     409 commits its INSERT with the stored 409: the answer a retry replays
-//     and the database agree. Check before you write, or return one of the
-//     errors below, when a 4xx must leave nothing behind. 408, 425 and 429
-//     are served but rolled back and not stored (idem.Config.StoreStatus).
-//   - anything else (plain errors, 5xx HTTPErrors, an HTTPError carrying a
-//     retryable database error or idem.ErrLeaseLost, any error returned
-//     after the handler already wrote its response) fails the run as
-//     idemhttp.Fail does: everything rolls back and nothing is stored; a
-//     retryable database error runs the handler again, any other one
-//     answers 500 "handler-failed" (503 under WrapLease, whose recorded
-//     steps are kept) and is logged.
+//   - an *echo.HTTPError (echo.NewHTTPError(409, ...), echo.ErrNotFound,
+//     c.Bind's errors, which are HTTPErrors, and a 503 for a dependency
+//     that is down) is an answer: echo's HTTPErrorHandler renders it inside
+//     the transaction (c.Error), and the store treats it as any response
+//     the handler writes. A 4xx is stored and replayed, and what the
+//     handler wrote to the database commits with it. So a handler that
+//     INSERTs and then returns 409 commits its INSERT with the stored 409:
+//     the answer a retry replays and the database agree. Check before you
+//     write, or return one of the errors below, when a 4xx must leave
+//     nothing behind. 408, 425, 429 and every 5xx are served with their
+//     status but rolled back and not stored (idem.Config.StoreStatus;
+//     under WrapLease the lease is released, its recorded steps kept), and
+//     a 5xx is logged with its error. So a 503 (with the Retry-After the
+//     handler set on c.Response().Header()) reaches the client as a 503,
+//     which idemhttp.Transport retries with the same key.
+//   - anything else (plain errors, an HTTPError carrying a retryable
+//     database error or idem.ErrLeaseLost, any error returned after the
+//     handler already wrote its response) fails the run as idemhttp.Fail
+//     does: everything rolls back and nothing is stored; a retryable
+//     database error runs the handler again, any other one answers 500
+//     "handler-failed" (503 under WrapLease, whose recorded steps are kept)
+//     and is logged.
 //
 // Once idemhttp has written the final answer (the handler's, a replay with
 // Idempotent-Replayed: true, 422 for another request with the same key, 409

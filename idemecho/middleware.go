@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"reflect"
 
@@ -17,7 +18,8 @@ import (
 // the idempotent transactions of one Store. It is safe for concurrent use;
 // one Middleware may protect many routes and groups.
 type Middleware[TTx any] struct {
-	http *idemhttp.Middleware[TTx]
+	http   *idemhttp.Middleware[TTx]
+	logger *slog.Logger // Config.Logger; nil for slog.Default()
 }
 
 // New returns a Middleware on store, configured as idemhttp.New configures
@@ -29,7 +31,7 @@ func New[TTx any](store *idem.Store[TTx], cfg idemhttp.Config) (*Middleware[TTx]
 	if err != nil {
 		return nil, fmt.Errorf("idemecho: %w", err)
 	}
-	return &Middleware[TTx]{http: m}, nil
+	return &Middleware[TTx]{http: m, logger: cfg.Logger}, nil
 }
 
 // Wrap returns the echo middleware that runs the handler in one transaction
@@ -42,7 +44,7 @@ func New[TTx any](store *idem.Store[TTx], cfg idemhttp.Config) (*Middleware[TTx]
 // transaction its writes belong in. The handler must be re-runnable: a
 // retryable database error runs it again, on a fresh response and body.
 func (m *Middleware[TTx]) Wrap() echo.MiddlewareFunc {
-	return adapt(m.http.Wrap, func(ctx context.Context) bool {
+	return m.adapt(m.http.Wrap, func(ctx context.Context) bool {
 		_, ok := idemhttp.Tx[TTx](ctx)
 		return ok
 	})
@@ -54,7 +56,7 @@ func (m *Middleware[TTx]) Wrap() echo.MiddlewareFunc {
 // idemhttp.Lease[TTx](c.Request().Context()) and records a step after each
 // external call.
 func (m *Middleware[TTx]) WrapLease() echo.MiddlewareFunc {
-	return adapt(m.http.WrapLease, func(ctx context.Context) bool {
+	return m.adapt(m.http.WrapLease, func(ctx context.Context) bool {
 		_, ok := idemhttp.Lease[TTx](ctx)
 		return ok
 	})
@@ -63,14 +65,16 @@ func (m *Middleware[TTx]) WrapLease() echo.MiddlewareFunc {
 // adapt turns one of idemhttp's wrappers into an echo middleware. protected
 // reports whether a run of the handler is inside the store (a transaction
 // or a lease) rather than passed through (a method that needs no key).
-func adapt(wrap func(http.Handler) http.Handler, protected func(context.Context) bool) echo.MiddlewareFunc {
+func (m *Middleware[TTx]) adapt(wrap func(http.Handler) http.Handler, protected func(context.Context) bool) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			route := c.Path()
-			if route != "" && (routerFallback(c.Handler()) || routerFallback(next)) {
-				// echo's router answers 404 or 405 here (a group's catch-all
-				// route, a path registered for other methods): no endpoint,
-				// so nothing to protect, key or not.
+			if routerFallback(next) || (route != "" && routerFallback(c.Handler())) {
+				// echo's router answers 404 or 405 here (no route matched
+				// under e.Use, a group's catch-all route, a path registered
+				// for other methods): no endpoint, so nothing to protect,
+				// key or not. With no route, only next tells: before
+				// routing (e.Pre) c.Handler() is echo's 404 handler too.
 				return next(c)
 			}
 			outerReq, outerResp := c.Request(), c.Response()
@@ -83,19 +87,27 @@ func adapt(wrap func(http.Handler) http.Handler, protected func(context.Context)
 			}()
 			var passed error // next's error when idemhttp passed the request through
 			h := wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				c.SetRequest(r)
 				if !protected(r.Context()) {
+					// Passed through: the body is echo's, as without
+					// idem (its errors unchanged by withStatusBody).
+					r.Body = outerReq.Body
+					c.SetRequest(r)
 					passed = next(c) // echo renders it, as without idem
 					return
 				}
-				c.SetResponse(echo.NewResponse(w, c.Echo()))
-				run(c, next, w, r)
+				c.SetRequest(r)
+				c.SetResponse(echo.NewResponse(runWriter{w}, c.Echo()))
+				m.run(c, next, w, r)
 			}))
-			req := outerReq
-			if route != "" {
-				req = idemhttp.WithRoute(outerReq, route)
+			req := idemhttp.WithRoute(outerReq, route)
+			if route == "" {
+				// No echo route matched (or none yet, under e.Pre): the
+				// pattern of a ServeMux that echo is mounted under is not
+				// this endpoint's route, and must not stand in for it
+				// (idemhttp then answers "route-missing").
+				req.Pattern = ""
 			}
-			h.ServeHTTP(outerResp, req)
+			h.ServeHTTP(outerResp, withStatusBody(req))
 			return passed
 		}
 	}
@@ -103,7 +115,7 @@ func adapt(wrap func(http.Handler) http.Handler, protected func(context.Context)
 
 // run runs the handler once inside the store, on a fresh echo.Response over
 // w, and turns the error it returns into an answer or a failure.
-func run(c echo.Context, next echo.HandlerFunc, w http.ResponseWriter, r *http.Request) {
+func (m *Middleware[TTx]) run(c echo.Context, next echo.HandlerFunc, w http.ResponseWriter, r *http.Request) {
 	err := next(c)
 	switch {
 	case err == nil:
@@ -113,21 +125,34 @@ func run(c echo.Context, next echo.HandlerFunc, w http.ResponseWriter, r *http.R
 		idemhttp.Fail(w, r, fmt.Errorf("idemecho: handler returned an error after writing its %d response: %w", c.Response().Status, err))
 	case rendered(err):
 		// An answer: echo's error handler writes it inside the
-		// transaction, where it is stored (or, for 408, 425 and 429,
-		// served and rolled back) like any response the handler writes.
+		// transaction, where it is stored (or, for 5xx, 408, 425 and
+		// 429, served and rolled back) like any response the handler
+		// writes. A 503 stays a 503, which clients retry.
 		c.Error(err)
+		if status := c.Response().Status; status >= http.StatusInternalServerError {
+			m.log().LogAttrs(r.Context(), slog.LevelError, "idemecho: handler returned a server error, rendered as its answer",
+				slog.Int("status", status), slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("error", err))
+		}
 	default:
 		idemhttp.Fail(w, r, err)
 	}
 }
 
+// log returns the logger idemhttp.Config named, or slog.Default().
+func (m *Middleware[TTx]) log() *slog.Logger {
+	if m.logger != nil {
+		return m.logger
+	}
+	return slog.Default()
+}
+
 // rendered reports whether err is an answer that echo's HTTPErrorHandler
 // renders inside the transaction: an *echo.HTTPError (c.Bind's errors are
-// ones) with a status below 500, that does not carry a database error the
-// store retries or a lost lease. Everything else fails the run.
+// ones) that does not carry a database error the store retries or a lost
+// lease. Everything else fails the run.
 func rendered(err error) bool {
 	var he *echo.HTTPError
-	if !errors.As(err, &he) || he.Code >= http.StatusInternalServerError {
+	if !errors.As(err, &he) {
 		return false
 	}
 	return !errors.Is(err, idem.ErrSerialization) && !errors.Is(err, idem.ErrDeadlock) &&

@@ -226,9 +226,8 @@ func TestGroup(t *testing.T) {
 
 // TestUse: installed with e.Use, after routing, the middleware protects
 // the routes that match, under their templates; a path registered for other
-// methods stays echo's 405. A protected request that no route matches has
-// no route there (c.Path() is ""), so it gets 500 route-missing, as under
-// e.Pre: the documented reason to prefer routes and groups.
+// methods stays echo's 405, and a path no route matches echo's 404, key or
+// not, with nothing stored.
 func TestUse(t *testing.T) {
 	a := newApp(t)
 	a.e.Use(a.mw.Wrap())
@@ -243,7 +242,8 @@ func TestUse(t *testing.T) {
 		{http.MethodPost, "/orders/A-1", http.StatusCreated, ""},
 		{http.MethodPatch, "/items/I-1", http.StatusMethodNotAllowed, ""},
 		{http.MethodGet, "/items/I-1", http.StatusOK, ""},
-		{http.MethodPost, "/nothing", http.StatusInternalServerError, "route-missing"},
+		{http.MethodPost, "/nothing", http.StatusNotFound, ""},
+		{http.MethodPost, "/nothing/again", http.StatusNotFound, ""},
 	} {
 		got := a.send(t, tc.method, tc.path, "key-"+tc.path, `{"item":"book"}`)
 		if got.status != tc.want || got.problem() != tc.problem {
@@ -308,10 +308,10 @@ func TestClientError(t *testing.T) {
 	}
 }
 
-// TestErrorRollsBack: a plain error, a 5xx HTTPError, and any error after
-// the handler wrote its answer roll back the handler's writes and store
-// nothing: the client gets 500 handler-failed, the error is logged, and the
-// retry runs the handler again.
+// TestErrorRollsBack: a plain error, and any error after the handler wrote
+// its answer, roll back the handler's writes and store nothing: the client
+// gets 500 handler-failed, the error is logged, and the retry runs the
+// handler again. (A 5xx HTTPError keeps its status: TestServerErrorKeepsStatus.)
 func TestErrorRollsBack(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -319,7 +319,6 @@ func TestErrorRollsBack(t *testing.T) {
 		err   error
 	}{
 		{"plain error", false, errors.New("inventory check failed")},
-		{"5xx HTTPError", false, echo.NewHTTPError(http.StatusServiceUnavailable, "inventory down")},
 		{"HTTPError after an answer", true, echo.NewHTTPError(http.StatusConflict, "item reserved")},
 		{"plain error after an answer", true, errors.New("audit failed")},
 	} {

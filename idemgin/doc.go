@@ -51,8 +51,22 @@
 // with c.Errors as it was before the first run: the errors of a discarded
 // run are dropped, those of the last run stay for gin. Nothing is sent before the
 // commit: Flush sends nothing, Hijack fails with http.ErrNotSupported,
-// Pusher is nil and informational (1xx) statuses are dropped. Other state
-// of the gin.Context (Keys, Abort) is not undone between runs.
+// Pusher is nil and informational (1xx) statuses are dropped. Each run
+// also starts with ShouldBindBodyWith's cache (c.Keys[gin.BodyBytesKey]) as
+// it was before the first run (see below). Other state of the gin.Context
+// (the other Keys, Abort) is not undone between runs.
+//
+// # A body bound before the handler
+//
+// A gin middleware that binds with c.ShouldBindBodyWith before the wrapped
+// handler (a validation middleware, say) drains c.Request.Body and keeps
+// the bytes in c.Keys under gin.BodyBytesKey. Those bytes are then the
+// request's body: the middleware fingerprints them (so the same key with
+// another body is a mismatch, 422), and every run of the handler gets them
+// twice over, as a fresh c.Request.Body and as a fresh copy in
+// ShouldBindBodyWith's cache, whatever an earlier run did to either. With
+// no body bound before it, every run starts without that cache, as the
+// first did.
 //
 // How a run ends:
 //

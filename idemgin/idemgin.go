@@ -69,6 +69,7 @@ func (m *Middleware[TTx]) wrap(h gin.HandlerFunc, protect func(http.Handler) htt
 			}
 		}()
 		base := len(c.Errors)
+		bound := boundBodyOf(c)
 		next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if !inRun(r.Context()) {
 				// A method the middleware does not protect: gin's own
@@ -78,10 +79,10 @@ func (m *Middleware[TTx]) wrap(h gin.HandlerFunc, protect func(http.Handler) htt
 				h(c)
 				return
 			}
-			runOnce(c, h, w, r, base)
+			runOnce(c, h, w, r, base, bound)
 		})
 		route := c.FullPath()
-		r := idemhttp.WithRoute(ginRequest, route)
+		r := bound.request(idemhttp.WithRoute(ginRequest, route))
 		if route == "" {
 			// No gin route matched: the pattern of a ServeMux that gin is
 			// mounted under is not this endpoint's route, and must not
@@ -105,9 +106,10 @@ func (m *Middleware[TTx]) wrap(h gin.HandlerFunc, protect func(http.Handler) htt
 
 // runOnce runs h once inside the middleware, on w and r, the buffer and
 // request idemhttp made for this run; base is how many errors c held
-// before the first run.
-func runOnce(c *gin.Context, h gin.HandlerFunc, w http.ResponseWriter, r *http.Request, base int) {
+// before the first run, bound the body a middleware bound before it.
+func runOnce(c *gin.Context, h gin.HandlerFunc, w http.ResponseWriter, r *http.Request, base int, bound boundBody) {
 	c.Errors = c.Errors[:base]
+	bound.reset(c)
 	rw := newRunWriter(r.Context(), w)
 	defer rw.close()
 	c.Writer, c.Request = rw, r

@@ -36,7 +36,10 @@
 //	        Config.AllowAnonymous is not set
 //	409     another request holds the key (or, on SQLite, the  no
 //	        database) past the store's wait bound; Retry-After
-//	413     request body over Config.MaxRequestBody            no
+//	413     request body over Config.MaxRequestBody, or over   no
+//	        a limit before the middleware (http.MaxBytesReader,
+//	        a reader failing with an error whose StatusCode()
+//	        is 413, as a framework's body limit does)
 //	422     the key was used with a different request (another no
 //	        resource, query or body)
 //	500     the handler called Fail, or its response is too    no (rolled back)

@@ -317,10 +317,8 @@ func (m *Middleware[TTx]) prepare(w http.ResponseWriter, r *http.Request, route 
 			m.bodyConsumed(w, r, err)
 			return idem.Request{}, payload{}, false
 		}
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			writeProblem(w, http.StatusRequestEntityTooLarge, "body-too-large",
-				fmt.Sprintf("The request body is larger than %d bytes. Nothing was done.", m.cfg.MaxRequestBody))
+		if detail, ok := bodyTooLarge(err); ok {
+			writeProblem(w, http.StatusRequestEntityTooLarge, "body-too-large", detail)
 			return idem.Request{}, payload{}, false
 		}
 		writeProblem(w, http.StatusBadRequest, "body-unreadable", "The request body could not be read. Nothing was done.")

@@ -1,7 +1,6 @@
 package idemhttp_test
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -99,24 +97,6 @@ func (a *nestApp) orders(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return n
-}
-
-// syncBuffer is a bytes.Buffer for a logger that goroutines may share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // TestNestedSameStore: the middleware of one Store installed twice on a
