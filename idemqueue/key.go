@@ -33,8 +33,8 @@ const derivedKeyPrefix = "idemqueue-sha256:"
 // by one version keep matching the redeliveries another version sees. No
 // id kept as it is begins with the reserved prefix, so it never equals
 // another id's derived key; two ids share a derived key only if SHA-256
-// collides. Use KeyFor to find a message's record (idem.Store.Inspect or
-// Lookup with Scope, the idem command's inspect -key): the SHA-256 of an id is also what
+// collides. Use KeyFor to find a message's record (idem.Store.Lookup or
+// Inspect with Scope, the idem command's inspect -key); the hash is what
 // "printf %s ID | sha256sum" prints.
 func KeyFor(id string) string {
 	if id == "" {
