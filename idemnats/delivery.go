@@ -47,6 +47,7 @@ func (d *Delivery) Msg() jetstream.Msg { return d.msg }
 //
 // The record's key is idemqueue.KeyFor of the ID: a Nats-Msg-Id too long
 // or not printable ASCII for a key is hashed, never refused.
+//
 // The stream's creation time comes from a stream info request, cached
 // while messages keep coming from the same stream (see streamIdentity), so
 // a stream deleted and created again, whose sequences start afresh, does
