@@ -45,6 +45,9 @@ func (d *Delivery) Msg() jetstream.Msg { return d.msg }
 //	id:<Nats-Msg-Id>                       the publisher's id, when the message has one
 //	seq:<stream sequence>@<stream created>  else its place: the sequence in the stream created then
 //
+// The record's key is idemqueue.KeyFor of the ID: a Nats-Msg-Id too long
+// or not printable ASCII for a key is hashed, never refused.
+//
 // The stream's creation time comes from a stream info request, cached
 // while messages keep coming from the same stream (see streamIdentity), so
 // a stream deleted and created again, whose sequences start afresh, does

@@ -35,7 +35,11 @@
 // stream's creation time: a stream deleted and created again starts its
 // sequences afresh, and its creation time tells its messages from the old
 // ones. The two namespaces cannot collide, whatever a publisher puts in
-// the header. The stream's name is the Message's Queue. Prefer Nats-Msg-Id:
+// the header. Any Nats-Msg-Id is usable: idemqueue keys the record with
+// idemqueue.KeyFor of the id, which hashes one that is no valid
+// idempotency key (over 252 bytes, since "id:" counts, or with a byte
+// outside printable ASCII) instead of rejecting the message. The stream's
+// name is the Message's Queue. Prefer Nats-Msg-Id:
 // it also makes a publish that was retried after JetStream's duplicate
 // window one message for the consumer, and it needs no stream info request
 // (an id by place asks for one when the message was stored after the last

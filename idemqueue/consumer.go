@@ -39,7 +39,9 @@ type Message struct {
 	// ID identifies the message, the same on every redelivery: the
 	// publisher's message id (JetStream's Nats-Msg-Id, AMQP's message-id)
 	// or the broker's position (a stream sequence; Kafka's partition and
-	// offset). It is the default key.
+	// offset). It is the default key, through KeyFor: any non-empty id
+	// makes a key (one that is too long or not printable ASCII is
+	// hashed); an empty one rejects the message.
 	ID string
 	// Data is the payload. With Queue it makes the default fingerprint:
 	// the same ID with other data is refused as a mismatch.
@@ -69,8 +71,11 @@ type Config struct {
 	// scope, so two consumers with different work reading the same queue
 	// into one table each process every message.
 	Name string
-	// Key returns a message's idempotency key: 1-255 bytes of printable
-	// ASCII. Default: the message's ID.
+	// Key returns what identifies a message for deduplication, the same
+	// on every redelivery: the record's key is KeyFor of it, so any
+	// non-empty string will do (an id that is not a valid key is hashed).
+	// An error, or an empty string, rejects the message. Default: the
+	// message's ID.
 	Key func(Message) (string, error)
 	// Fingerprint hashes what a message asks for; the same key with another
 	// fingerprint is rejected as a mismatch. Default: DefaultFingerprint
@@ -206,8 +211,8 @@ func New[TTx any](store *idem.Store[TTx], cfg Config) (*Consumer[TTx], error) {
 //	the work committed now, or before (a redelivery)   Ack, with the result
 //	another consumer holds the message's key            Retry after InFlightDelay (ErrInFlight)
 //	the same key with other data                         Reject (ErrMismatch)
-//	a permanent error, an unusable key, a result too     Reject
-//	large to store
+//	a permanent error, no id (or a Config.Key error),    Reject
+//	a result too large to store
 //	any other error (the handler's, the database's)      Retry after RetryDelay(m.Delivery)
 //	the handler panicked                                 Retry after RetryDelay(m.Delivery), or Reject
 //	                                                     from delivery MaxPanicDeliveries (*PanicError)
@@ -243,12 +248,16 @@ func (c *Consumer[TTx]) process(ctx context.Context, m Message, h Handler[TTx]) 
 		return Decision{Action: Reject, Err: errors.New("idemqueue: nil handler")}
 	}
 	var perr *PanicError
-	key, err := guarded(func() (string, error) { return c.cfg.Key(m) })
+	id, err := guarded(func() (string, error) { return c.cfg.Key(m) })
 	if errors.As(err, &perr) {
 		return c.panicked(ctx, m, perr, true)
 	}
 	if err != nil {
 		return Decision{Action: Reject, Err: fmt.Errorf("idemqueue: key of message %q in %q: %w", m.ID, m.Queue, err)}
+	}
+	key := KeyFor(id)
+	if key == "" {
+		return Decision{Action: Reject, Err: fmt.Errorf("%w: idemqueue: message in %q has no id: nothing tells its redeliveries apart, so it cannot be processed once", idem.ErrInvalidKey, m.Queue)}
 	}
 	fp, err := guarded(func() (idem.Fingerprint, error) { return c.cfg.Fingerprint(m), nil })
 	if errors.As(err, &perr) {

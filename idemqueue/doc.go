@@ -7,7 +7,9 @@
 // passed. A Consumer runs the message's work (a Handler) and idem's record
 // of the message in one transaction, keyed by the message's id (or a key
 // the handler picks from it) and scoped to the consumer's name and the
-// queue. A redelivery of a message already done finds the record and is
+// queue. Any non-empty id makes a key: one that is not a valid idempotency
+// key (longer than idem.MaxKeyBytes, or not printable ASCII) is hashed, in
+// a namespace no valid id shares (see KeyFor). A redelivery of a message already done finds the record and is
 // acknowledged without doing the work again; one that another consumer is
 // working on right now is left for redelivery, never done twice.
 //
@@ -21,10 +23,10 @@
 // What is retried and what is rejected: a handler's error rolls its work
 // back and the message is retried with backoff (Config.RetryDelay), since
 // most failures (a database hiccup, a deadlock, a dependency down) pass. An
-// error wrapped with Permanent, a key that is missing or not printable
-// ASCII, a result too large to store, and a mismatch (the same message id
-// with other data) cannot pass: the message is rejected, for the broker to
-// terminate or dead-letter. Bound redeliveries on the broker too
+// error wrapped with Permanent, a message without an id, a result too
+// large to store, and a mismatch (the same message id with other data)
+// cannot pass: the message is rejected, for the broker to terminate or
+// dead-letter. Bound redeliveries on the broker too
 // (JetStream MaxDeliver, a RabbitMQ quorum queue's delivery-limit), so a
 // message that fails forever stops.
 //

@@ -243,7 +243,7 @@ func newFlagSet(c command, out io.Writer, e *env) (*flag.FlagSet, *dbFlags, func
 	fs.BoolVar(&e.json, "json", false, "print the result as JSON on stdout, for scripts")
 	db := &dbFlags{}
 	if c.needsDB {
-		fs.StringVar(&db.dsn, "dsn", "", "the database: a SQLite file path (or sqlite:PATH), postgres://user:password@host:port/db?sslmode=..., or\nmysql://user:password@host:port/db?param=value (go-sql-driver/mysql parameters); default $IDEM_DSN")
+		fs.StringVar(&db.dsn, "dsn", "", "the database, in one of these forms (any other is refused, exit 2); default $IDEM_DSN\n"+strings.TrimRight(dsnForms, "\n"))
 		fs.StringVar(&db.table, "table", idem.DefaultTable, "the idem table")
 		fs.DurationVar(&db.timeout, "timeout", c.timeout, "give up after this long (0: never)")
 	}
@@ -272,6 +272,8 @@ Commands:
 Every command but migration-files takes -dsn (or $IDEM_DSN) and -table; every
 command takes -json. "idem help COMMAND" shows a command's flags.
 
+-dsn takes these forms; any other is refused (exit 2), nothing is opened:
+%s
 Examples:
   idem status -dsn orders.db
   idem migrate -dsn 'postgres://app:secret@db:5432/orders?sslmode=require'
@@ -280,5 +282,5 @@ Examples:
   idem inspect -dsn "$IDEM_DSN" -principal tenant-42 -method POST -route /orders -key k_9f2c
   idem purge -dsn 'mysql://app:secret@db:3306/orders'
 
-%s`, "help", "show this text, or a command's flags", exitCodes)
+%s`, "help", "show this text, or a command's flags", dsnForms, exitCodes)
 }

@@ -11,8 +11,9 @@ import (
 	"strings"
 
 	mysqldriver "github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	"github.com/jackc/pgx/v5/stdlib" // also registers the "pgx" database/sql driver
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dialect"
@@ -32,44 +33,47 @@ type target struct {
 func (t *target) Close() error { return t.db.Close() }
 
 // openTarget opens the database dsn names and makes a store on table with
-// cfg. dsn is a SQLite file path (or sqlite:PATH), a postgres:// or
-// postgresql:// URL, or a mysql://user:password@host:port/database URL
-// whose query holds go-sql-driver/mysql parameters. Unless create is set
-// (migrate), a SQLite file that does not exist is an error, not a new
-// empty database: a mistyped path must not leave a file behind.
+// cfg. dsn has one of the forms classifyDSN recognises (see dsnForms); any
+// other is a usage error, and nothing is opened or created. Unless create
+// is set (migrate), a SQLite file that does not exist is an error, not a
+// new empty database: a mistyped path must not leave a file behind.
 func openTarget(ctx context.Context, dsn string, cfg idem.Config, create bool) (*target, error) {
-	if dsn == "" {
-		return nil, usageError("-dsn is required (or set IDEM_DSN): a SQLite path, postgres://... or mysql://...")
+	form, err := classifyDSN(dsn)
+	if err != nil {
+		return nil, err
 	}
 	var (
 		db    *sql.DB
 		where string
-		err   error
 		newD  func(*sql.DB) (dialect.Driver[*sql.Tx], error)
 	)
-	scheme, isURL := urlScheme(dsn)
-	switch {
-	case isURL && (scheme == "postgres" || scheme == "postgresql"):
+	newPostgres := func(db *sql.DB) (dialect.Driver[*sql.Tx], error) { return postgres.NewSQL(ctx, db, postgres.Options{}) }
+	newMySQL := func(db *sql.DB) (dialect.Driver[*sql.Tx], error) { return mysql.New(ctx, db, mysql.Options{}) }
+	switch form {
+	case postgresURLForm:
 		if _, ok := parseURL(dsn); !ok {
+			scheme, _ := urlScheme(dsn)
 			return nil, malformedURL(scheme)
 		}
 		where = "PostgreSQL at " + redactDSN(dsn)
 		db, err = sql.Open("pgx", dsn)
-		newD = func(db *sql.DB) (dialect.Driver[*sql.Tx], error) { return postgres.NewSQL(ctx, db, postgres.Options{}) }
-	case isURL && scheme == "mysql":
+		newD = newPostgres
+	case postgresSettingsForm:
+		where = "PostgreSQL at " + redactDSN(dsn)
+		db, err = openPostgresSettings(dsn)
+		newD = newPostgres
+	case mysqlURLForm:
 		u, ok := parseURL(dsn)
 		if !ok {
-			return nil, malformedURL(scheme)
+			return nil, malformedURL("mysql")
 		}
 		where = "MySQL at " + redactDSN(dsn)
 		db, err = openMySQL(u)
-		newD = func(db *sql.DB) (dialect.Driver[*sql.Tx], error) { return mysql.New(ctx, db, mysql.Options{}) }
-	case isURL:
-		return nil, usageError(fmt.Sprintf("-dsn %s://...: unknown database; use a SQLite path, postgres:// or mysql://", scheme))
-	case !strings.HasPrefix(dsn, "sqlite:") && redactDSN(dsn) != dsn:
-		// A PostgreSQL key=value string or a go-sql-driver DSN: opened
-		// as a SQLite path it would make a file named by the password.
-		return nil, usageError("-dsn holds a password but is not a postgres:// or mysql:// URL; write it as postgres://user:password@host:port/db or mysql://user:password@host:port/db (for a SQLite file of that name, sqlite:PATH)")
+		newD = newMySQL
+	case mysqlDriverForm:
+		where = "MySQL at " + redactDSN(dsn)
+		db, err = openMySQLDriverDSN(dsn)
+		newD = newMySQL
 	default:
 		path := strings.TrimPrefix(dsn, "sqlite:")
 		where = "SQLite file " + path
@@ -144,6 +148,58 @@ func openMySQL(u *url.URL) (*sql.DB, error) {
 	}
 	cfg.User = u.User.Username()
 	cfg.Passwd, _ = u.User.Password()
+	connector, err := mysqldriver.NewConnector(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return sql.OpenDB(connector), nil
+}
+
+// openPostgresSettings opens libpq key=value settings. pgx parses them
+// without the password and sslpassword, so that none of its errors can
+// quote them (it masks only their simplest spellings); they are set on the
+// parsed configuration.
+func openPostgresSettings(dsn string) (*sql.DB, error) {
+	settings, err := parseSettings(dsn)
+	if err != nil {
+		return nil, usageError(fmt.Sprintf("-dsn key=value settings: %v", err))
+	}
+	var (
+		kept                  []setting
+		password, sslpassword *string
+	)
+	for _, s := range settings {
+		switch s.key {
+		case "password":
+			password = &s.value
+		case "sslpassword":
+			sslpassword = &s.value
+		default:
+			kept = append(kept, s)
+		}
+	}
+	var opts pgx.ParseConfigOptions
+	if sslpassword != nil {
+		opts.GetSSLPassword = func(context.Context) string { return *sslpassword }
+	}
+	cfg, err := pgx.ParseConfigWithOptions(formatSettings(kept), opts)
+	if err != nil {
+		return nil, usageError("-dsn: " + err.Error())
+	}
+	if password != nil {
+		cfg.Password = *password
+	}
+	return stdlib.OpenDB(*cfg), nil
+}
+
+// openMySQLDriverDSN opens a go-sql-driver/mysql DSN,
+// user:password@tcp(host:port)/db?params. The driver's parse errors name
+// no user or password.
+func openMySQLDriverDSN(dsn string) (*sql.DB, error) {
+	cfg, err := mysqldriver.ParseDSN(dsn)
+	if err != nil {
+		return nil, usageError("-dsn: " + err.Error())
+	}
 	connector, err := mysqldriver.NewConnector(cfg)
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -143,6 +144,17 @@ var databases = []database{
 			return d
 		},
 	},
+}
+
+func databaseNamed(t *testing.T, name string) database {
+	t.Helper()
+	for _, db := range databases {
+		if db.name == name {
+			return db
+		}
+	}
+	t.Fatalf("no database %q", name)
+	return database{}
 }
 
 // TestCommands drives every command against each backend, as an operator
@@ -284,6 +296,72 @@ func TestCommands(t *testing.T) {
 			}
 			if code, out, _ := idemRun(t, cmd("status", "-json")...); code != 0 || !strings.Contains(out, `"expired": 0`) || !strings.Contains(out, `"total": 3`) {
 				t.Errorf("status after purge: exit %d: %s", code, out)
+			}
+		})
+	}
+}
+
+// TestDSNForms: the command opens PostgreSQL from libpq key=value settings
+// and MySQL from a go-sql-driver/mysql DSN, as from their URLs.
+func TestDSNForms(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		dsn  func(t *testing.T) string
+		// driver opens the same database for the test's cleanup.
+		driver func(t *testing.T, dsn string) dialect.Driver[*sql.Tx]
+	}{
+		{
+			name: "postgres key=value",
+			dsn: func(t *testing.T) string {
+				u, err := url.Parse(containers.Postgres(t))
+				if err != nil {
+					t.Fatal(err)
+				}
+				pw, _ := u.User.Password()
+				quote := strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace
+				settings := fmt.Sprintf("host=%s port=%s user=%s password='%s' dbname=%s", u.Hostname(), u.Port(), u.User.Username(), quote(pw), strings.TrimPrefix(u.Path, "/"))
+				if mode := u.Query().Get("sslmode"); mode != "" {
+					settings += " sslmode=" + mode
+				}
+				return settings
+			},
+			driver: func(t *testing.T, _ string) dialect.Driver[*sql.Tx] {
+				return databaseNamed(t, "postgres").driver(t, containers.Postgres(t))
+			},
+		},
+		{
+			name:   "mysql go-sql-driver",
+			dsn:    func(t *testing.T) string { return containers.MySQL(t) + "?timeout=10s" },
+			driver: func(t *testing.T, _ string) dialect.Driver[*sql.Tx] { return databaseNamed(t, "mysql").driver(t, "") },
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dsn := tc.dsn(t)
+			table := fmt.Sprintf("idem_cli_dsn_%d", time.Now().UnixNano()%1_000_000_000)
+			d := tc.driver(t, dsn)
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				for _, name := range []string{table, table + "_schema", table + "_fence"} {
+					if _, err := d.Pool().Exec(ctx, "DROP TABLE IF EXISTS "+name); err != nil {
+						t.Errorf("drop %s: %v", name, err)
+					}
+				}
+			})
+			latest := len(d.Dialect().Schema(mustTable(t, table)).Migrations)
+			if code, out, errText := idemRun(t, "migrate", "-dsn", dsn, "-table", table); code != 0 || !strings.Contains(out, fmt.Sprintf("0 -> %d", latest)) {
+				t.Fatalf("migrate: exit %d: %s %s", code, out, errText)
+			}
+			store, err := idem.New(d, idem.Config{Table: table})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v, err := store.Version(t.Context()); err != nil || v.Current != latest {
+				t.Errorf("the database's schema after migrate: %+v, %v; want version %d", v, err, latest)
+			}
+			if code, out, errText := idemRun(t, "status", "-dsn", dsn, "-table", table); code != 0 || !strings.Contains(out, fmt.Sprintf("version %d of %d", latest, latest)) {
+				t.Errorf("status: exit %d: %s %s", code, out, errText)
 			}
 		})
 	}

@@ -14,7 +14,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemnats"
+	"github.com/idemkit/idem/idemqueue"
 	"github.com/idemkit/idem/integration/containers"
 )
 
@@ -230,4 +232,55 @@ func errorsContain(err error, parts ...string) bool {
 		}
 	}
 	return true
+}
+
+// TestIdsThatAreNotKeys: a message whose Nats-Msg-Id makes no valid
+// idempotency key (non-ASCII; 300 bytes, over idem.MaxKeyBytes with the
+// "id:" namespace) is processed once under idemqueue.KeyFor of its id, and
+// its redelivery (the first settle was a NAK, as after a lost ack) is
+// acknowledged as a replay: JetStream never terminates it.
+func TestIdsThatAreNotKeys(t *testing.T) {
+	br := setup(t, jetstream.ConsumerConfig{AckWait: 30 * time.Second, MaxDeliver: 5})
+	b := br.bind(t, idemnats.Options{})
+	o := newOrders(t, idem.Config{})
+	c := o.consumer(t, idemqueue.Config{})
+	for _, tc := range []struct{ name, id string }{{"non-ASCII", "bestellung-ä-1"}, {"300 bytes", strings.Repeat("x", 300)}} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := tc.id
+			br.publish(t, "order of "+id, jetstream.WithMsgID(id))
+			first := b.Delivery(next(t, br.cons, 5*time.Second))
+			m, err := first.Message()
+			if err != nil || m.ID != "id:"+id {
+				t.Fatalf("Message() = %+v, %v; want id %.20q", m, err, "id:"+id)
+			}
+			d := c.Process(br.ctx, m, o.handler(0))
+			if d.Action != idemqueue.Ack || d.Outcome != idem.Won {
+				t.Fatalf("first delivery: %v %v (%v), want ack, won", d.Action, d.Outcome, d.Err)
+			}
+			// The ack is lost: the message comes back.
+			if err := first.Retry(br.ctx, 0); err != nil {
+				t.Fatal(err)
+			}
+			again := next(t, br.cons, 5*time.Second)
+			if again == nil {
+				t.Fatal("no redelivery")
+			}
+			d, err = c.Handle(br.ctx, b.Delivery(again), o.handler(0))
+			if err != nil || d.Action != idemqueue.Ack || d.Outcome != idem.Replay {
+				t.Errorf("redelivery: %v %v (%v), settle: %v; want ack, replay", d.Action, d.Outcome, d.Err, err)
+			}
+			if _, err := o.store.Lookup(br.ctx, idemqueue.Scope("c", br.stream), idemqueue.KeyFor("id:"+id)); err != nil {
+				t.Errorf("no record under KeyFor: %v", err)
+			}
+		})
+	}
+	if msg := next(t, br.cons, 2*time.Second); msg != nil {
+		t.Errorf("a message came back after its ack: %s", msg.Data())
+	}
+	if info := br.info(t); info.NumAckPending != 0 || info.NumPending != 0 || info.AckFloor.Stream != 2 {
+		t.Errorf("consumer: %d ack pending, %d pending, ack floor %d; want both messages acked", info.NumAckPending, info.NumPending, info.AckFloor.Stream)
+	}
+	if runs, n := o.runs.Load(), o.count(t); runs != 2 || n != 2 {
+		t.Errorf("%d runs, %d orders; want 2 each", runs, n)
+	}
 }
