@@ -18,7 +18,7 @@ import (
 
 // storeWait is the stores' WaitBound: short, since every step runs alone
 // and nothing but a wrong answer waits for a key.
-const storeWait = 150 * time.Millisecond
+const storeWait = 50 * time.Millisecond
 
 // backend is a database with an idem store and the handler's tables:
 // effects (one row per run's write, kept when the run commits) and taken

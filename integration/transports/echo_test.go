@@ -69,7 +69,10 @@ func echoLayer(t *rapid.T, name string, wrap echo.MiddlewareFunc) echo.Middlewar
 	case layerLimit:
 		return middleware.BodyLimit("2K")
 	case layerRecoverer:
-		return middleware.Recover()
+		return middleware.RecoverWithConfig(middleware.RecoverConfig{
+			DisablePrintStack: true,
+			LogErrorFunc:      func(_ echo.Context, err error, _ []byte) error { return err },
+		})
 	case layerNested:
 		return wrap
 	}

@@ -21,8 +21,9 @@ import (
 func TestMain(m *testing.M) { containers.Main(m) }
 
 var (
-	onlyStack = flag.String("transports.stack", "", "a fixed stack for every sequence instead of a drawn one: comma-separated layer names, or \"none\"")
+	onlyStack = flag.String("transports.stack", "", "a fixed stack for every sequence instead of a drawn one: comma-separated layer names, or \"none\"; with a leading ~, the layers never drawn")
 	onlyFault = flag.String("transports.faults", "", "the faults drawn: comma-separated (none, fail, panic, retry, failed, slow, hangup)")
+	onlyStyle = flag.String("transports.styles", "", "the answer styles drawn: write, error")
 )
 
 // TimeEnv bounds each transport's run: it starts no new sequence once the
@@ -65,6 +66,9 @@ type vocabulary struct {
 	panicked []string            // the statuses when it panicked (or the call aborted)
 	mismatch string              // idem's code for a key used with another request
 	tooLarge string              // the status of a body over the limit
+	// bodyless reports whether the client sees the handler's answer without
+	// its body (an RPC error status); nil: never.
+	bodyless func(answer) bool
 }
 
 // outcome is what the client got.
@@ -174,6 +178,12 @@ func newSequence(t *rapid.T, tr transport, b *backend, ns string) *sequence {
 			t.Fatalf("-transports.faults=%s: none of them is drawn on %s", f, tr.name)
 		}
 	}
+	if f := *onlyStyle; f != "" {
+		q.feat.styles = slices.DeleteFunc(strings.Split(f, ","), func(s string) bool { return !slices.Contains(q.feat.styles, s) })
+		if len(q.feat.styles) == 0 {
+			q.feat.styles = []string{styleWrite}
+		}
+	}
 	if q.consume {
 		q.feat.large = false // what a drained body is over the limit is the stack's business
 	}
@@ -186,7 +196,9 @@ func newSequence(t *rapid.T, tr transport, b *backend, ns string) *sequence {
 // drawStack draws the middleware in front of idem, outermost first, or
 // takes -transports.stack.
 func drawStack(t *rapid.T, layers []string) []string {
-	if s := *onlyStack; s != "" {
+	if never, ok := strings.CutPrefix(*onlyStack, "~"); ok {
+		layers = slices.DeleteFunc(slices.Clone(layers), func(l string) bool { return slices.Contains(strings.Split(never, ","), l) })
+	} else if s := *onlyStack; s != "" {
 		if s == "none" {
 			return nil
 		}
@@ -294,7 +306,7 @@ func (q *sequence) judge(t *rapid.T, r request, want string, out outcome, runs [
 		last := runs[len(runs)-1]
 		switch last.Result {
 		case resultAnswered:
-			a := &storedAnswer{step: q.n, req: r, view: last.View, wire: wire, anyBody: r.Style != styleWrite,
+			a := &storedAnswer{step: q.n, req: r, view: last.View, wire: wire, anyBody: r.Style != styleWrite || (v.bodyless != nil && v.bodyless(r.Answer)),
 				out: outcome{Status: v.status(r.Answer), Body: last.Body}}
 			if r.Fault == faultHangup || r.Fault == faultFailed {
 				// Whether it was stored is up to the database (a client
