@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"io"
 	"net/http"
+	"net/url"
 
 	"github.com/gin-gonic/gin"
 	"github.com/gin-gonic/gin/binding"
@@ -104,8 +105,13 @@ func ginHandler(h *harness, route string) gin.HandlerFunc {
 		var body string
 		switch mediaType(c.Request) {
 		case "application/x-www-form-urlencoded", "multipart/form-data":
-			_ = c.PostForm("amount") // parses the form into gin's cache
-			body = formView(c.Request.PostForm)
+			form := url.Values{} // read with gin's form accessors (parsed once, cached in c)
+			for _, name := range []string{"amount", "currency", "pad"} {
+				if v, ok := c.GetPostFormArray(name); ok {
+					form[name] = v
+				}
+			}
+			body = formView(form)
 		case "application/json":
 			var m map[string]any
 			_ = c.ShouldBindBodyWith(&m, binding.JSON)

@@ -23,6 +23,7 @@ func TestMain(m *testing.M) { containers.Main(m) }
 var (
 	onlyStack = flag.String("transports.stack", "", "a fixed stack for every sequence instead of a drawn one: comma-separated layer names, or \"none\"; with a leading ~, the layers never drawn")
 	onlyFault = flag.String("transports.faults", "", "the faults drawn: comma-separated (none, fail, panic, retry, failed, slow, hangup)")
+	validKeys = flag.Bool("transports.validkeys", false, "draw only valid idempotency keys (no queue message ids that are not keys)")
 	onlyStyle = flag.String("transports.styles", "", "the answer styles drawn: write, error")
 )
 
@@ -177,6 +178,9 @@ func newSequence(t *rapid.T, tr transport, b *backend, ns string) *sequence {
 		if len(q.feat.faults) == 0 {
 			t.Fatalf("-transports.faults=%s: none of them is drawn on %s", f, tr.name)
 		}
+	}
+	if *validKeys {
+		q.feat.rejectID = false
 	}
 	if f := *onlyStyle; f != "" {
 		q.feat.styles = slices.DeleteFunc(strings.Split(f, ","), func(s string) bool { return !slices.Contains(q.feat.styles, s) })
