@@ -75,7 +75,6 @@ func httpFeatures(styles []string) func(stack []string) features {
 // would hand them over.
 type httpServer struct {
 	handler http.Handler
-	method  string // the method the scope names
 	route   func(string) string
 }
 

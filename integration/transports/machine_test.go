@@ -120,12 +120,11 @@ type sequence struct {
 	feat    features
 	consume bool // a layer in front reads the body before idem
 
-	n        int
-	sent     []request
-	answers  map[sk]*storedAnswer
-	maybe    map[sk]*storedAnswer // an answer that may or may not be stored (a hang-up, a failed statement)
-	touched  []sk
-	stepName string
+	n       int
+	sent    []request
+	answers map[sk]*storedAnswer
+	maybe   map[sk]*storedAnswer // an answer that may or may not be stored (a hang-up, a failed statement)
+	touched []sk
 }
 
 // consumers are the layers that read the body before idem.
@@ -377,8 +376,27 @@ func (q *sequence) judge(t *rapid.T, r request, want string, out outcome, runs [
 		// A refusal of a body read before idem: documented once the
 		// adapters detect it.
 	default:
-		t.Fatalf("WRONG: the handler did not run, and the client got %s", out)
+		t.Fatalf("WRONG: the handler did not run, and the client got %s%s", out, q.recordNote(k))
 	}
+}
+
+// recordNote says what the database holds for k, for a failure's message.
+func (q *sequence) recordNote(k sk) string {
+	if idem.ValidateKey(k.Key) != nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+	defer cancel()
+	principal := q.h.principal(k.User)
+	effects, _ := q.h.b.effectCount(ctx, principal, k)
+	rec, err := q.h.b.store.Inspect(ctx, q.srv.scope(principal, k.Route), k.Key)
+	switch {
+	case errors.Is(err, idem.ErrNotFound):
+		return fmt.Sprintf("\n(the key has no record, and %d effects)", effects)
+	case err != nil:
+		return ""
+	}
+	return fmt.Sprintf("\n(the key's record is now %v with status %d, and %d effects)", rec.State, rec.Status, effects)
 }
 
 // check compares the database with the model after every step: every key
