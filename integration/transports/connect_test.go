@@ -100,6 +100,9 @@ func startConnect(t *rapid.T, h *harness, stack []string, protect bool) server {
 func connectHandle(ctx context.Context, h *harness, route string, req *connect.Request[structpb.Struct]) (*connect.Response[structpb.Struct], error) {
 	tx, _ := idemconnect.Tx[*sql.Tx](ctx)
 	d := h.act(ctx, tx, req.Header().Get(headerStep), h.rpcView(ctx, route, req.Msg))
+	if call, ok := connect.CallInfoForHandlerContext(ctx); ok {
+		call.ResponseHeader().Set(headerRun, d.run)
+	}
 	switch {
 	case d.err != nil:
 		return nil, d.err
@@ -137,8 +140,10 @@ func (s *connectServer) send(ctx context.Context, st *step) outcome {
 		if errors.As(err, &ce) {
 			o.Body = ce.Message()
 			o.Replayed = ce.Meta().Get(idemconnect.HeaderReplayed) == "true"
+			o.Runs = ce.Meta().Values(headerRun)
 		}
 		return o
 	}
-	return outcome{Status: codes.OK.String(), Body: rpcBody(resp.Msg), Replayed: resp.Header().Get(idemconnect.HeaderReplayed) == "true"}
+	return outcome{Status: codes.OK.String(), Body: rpcBody(resp.Msg), Replayed: resp.Header().Get(idemconnect.HeaderReplayed) == "true",
+		Runs: resp.Header().Values(headerRun)}
 }

@@ -106,6 +106,7 @@ func echoHandler(h *harness, route string) echo.HandlerFunc {
 		tx, _ := idemhttp.Tx[*sql.Tx](r.Context())
 		s := h.step(r.Header.Get(headerStep))
 		d := h.act(r.Context(), tx, r.Header.Get(headerStep), v)
+		c.Response().Header().Set(headerRun, d.run)
 		if d.err != nil {
 			return d.err
 		}

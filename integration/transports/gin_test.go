@@ -127,6 +127,7 @@ func ginHandler(h *harness, route string) gin.HandlerFunc {
 		id := c.GetHeader(headerStep)
 		s := h.step(id)
 		d := h.act(c.Request.Context(), tx, id, v)
+		c.Header(headerRun, d.run)
 		if d.err != nil {
 			_ = c.Error(d.err)
 			return

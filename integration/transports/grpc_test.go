@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -130,6 +131,7 @@ func grpcHandle(ctx context.Context, h *harness, route string, in *structpb.Stru
 	}
 	tx, _ := idemgrpc.Tx[*sql.Tx](ctx)
 	d := h.act(ctx, tx, id, h.rpcView(ctx, route, in))
+	_ = grpc.SetHeader(ctx, metadata.Pairs(strings.ToLower(headerRun), d.run))
 	switch {
 	case d.err != nil:
 		return nil, d.err
@@ -156,13 +158,14 @@ func (s *grpcServer) send(ctx context.Context, st *step) outcome {
 	out := new(structpb.Struct)
 	err := s.client.Invoke(ctx, rpcMethods.get(st.req.Route), rpcMessage(st.req), out, grpc.Header(&header), grpc.Trailer(&trailer))
 	s.calls.wait()
+	runs := append(header.Get(headerRun), trailer.Get(headerRun)...)
 	replayed := len(header.Get(idemgrpc.MetadataReplayed)) > 0 || len(trailer.Get(idemgrpc.MetadataReplayed)) > 0
 	if ctx.Err() != nil {
 		return outcome{Aborted: true, Err: "the client hung up"}
 	}
 	if err != nil {
 		st := status.Convert(err)
-		o := outcome{Status: st.Code().String(), Body: st.Message(), Replayed: replayed}
+		o := outcome{Status: st.Code().String(), Body: st.Message(), Replayed: replayed, Runs: runs}
 		for _, d := range st.Details() {
 			if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == "idem" {
 				o.Code = info.GetReason()
@@ -173,5 +176,5 @@ func (s *grpcServer) send(ctx context.Context, st *step) outcome {
 		}
 		return o
 	}
-	return outcome{Status: codes.OK.String(), Body: rpcBody(out), Replayed: replayed}
+	return outcome{Status: codes.OK.String(), Body: rpcBody(out), Replayed: replayed, Runs: runs}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -100,7 +101,12 @@ type decision struct {
 	answer answer
 	body   []byte
 	err    error
+	run    string // the run's number, which the handler sends in the X-Run header
 }
+
+// headerRun is the response header in which the handler names its run:
+// a client must never get the one of a run that was rolled back.
+const headerRun = "X-Run"
 
 // panicked is the value the handler panics with.
 type panicked struct{ step string }
@@ -121,13 +127,13 @@ func (h *harness) act(ctx context.Context, tx *sql.Tx, id, view string) decision
 	if s.probe {
 		r.Result = resultProbe
 		s.record(r)
-		return decision{answer: answerOK, body: body}
+		return decision{answer: answerOK, body: body, run: strconv.Itoa(n)}
 	}
 	first := len(s.ran()) == 0
 	broken := func(err error) decision {
 		r.Result, r.Note = resultBroken, err.Error()
 		s.record(r)
-		return decision{err: err}
+		return decision{err: err, run: strconv.Itoa(n)}
 	}
 	if tx == nil {
 		return broken(errors.New("no transaction in the handler's context"))
@@ -140,7 +146,7 @@ func (h *harness) act(ctx context.Context, tx *sql.Tx, id, view string) decision
 	case faultFail:
 		r.Result = resultFailed
 		s.record(r)
-		return decision{err: errHandler}
+		return decision{err: errHandler, run: strconv.Itoa(n)}
 	case faultPanic:
 		r.Result = resultPanicked
 		s.record(r)
@@ -149,7 +155,7 @@ func (h *harness) act(ctx context.Context, tx *sql.Tx, id, view string) decision
 		if first {
 			r.Result = resultRetry
 			s.record(r)
-			return decision{err: fmt.Errorf("the database asks for a retry: %w", idem.ErrSerialization)}
+			return decision{err: fmt.Errorf("the database asks for a retry: %w", idem.ErrSerialization), run: strconv.Itoa(n)}
 		}
 	case faultFailed:
 		if err := h.b.failStatement(ctx, tx); err != nil {
@@ -166,7 +172,7 @@ func (h *harness) act(ctx context.Context, tx *sql.Tx, id, view string) decision
 	}
 	r.Result, r.Body = resultAnswered, string(body)
 	s.record(r)
-	return decision{answer: s.req.Answer, body: body}
+	return decision{answer: s.req.Answer, body: body, run: strconv.Itoa(n)}
 }
 
 // view is what a handler saw, in one line: who (the principal without

@@ -126,7 +126,7 @@ func serveRecovering(h http.Handler, w http.ResponseWriter, r *http.Request) (p 
 
 func httpOutcome(rec *httptest.ResponseRecorder) outcome {
 	o := outcome{Status: strconv.Itoa(rec.Code), Body: rec.Body.String(),
-		Replayed: rec.Header().Get(idemhttp.HeaderReplayed) == "true"}
+		Replayed: rec.Header().Get(idemhttp.HeaderReplayed) == "true", Runs: rec.Header().Values(headerRun)}
 	if strings.HasPrefix(rec.Header().Get("Content-Type"), "application/problem+json") {
 		var p struct{ Code string }
 		_ = json.Unmarshal(rec.Body.Bytes(), &p)
@@ -236,6 +236,7 @@ func httpHandler(h *harness, route string, pathValue func(*http.Request) string)
 		v := h.view(principalOf(r.Context()), route, pathValue(r), r.URL.Query(), bodyView(r))
 		tx, _ := idemhttp.Tx[*sql.Tx](r.Context())
 		d := h.act(r.Context(), tx, r.Header.Get(headerStep), v)
+		w.Header().Set(headerRun, d.run)
 		if d.err != nil {
 			idemhttp.Fail(w, r, d.err)
 			return

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -80,6 +81,7 @@ type outcome struct {
 	Code     string // idem's code (an HTTP problem's, an RPC error's reason); "" for the handler's answers
 	Aborted  bool   // no answer: the connection dropped, or the client hung up
 	Err      string
+	Runs     []string // the X-Run header: the runs whose headers reached the client
 }
 
 func (o outcome) String() string {
@@ -328,6 +330,9 @@ func (q *sequence) judge(t *rapid.T, r request, want string, out outcome, runs [
 			}
 			if out.Replayed || out.Status != a.out.Status || (!a.anyBody && out.Body != a.out.Body) {
 				t.Fatalf("WRONG: the handler answered %s %s; the client got %s", a.out.Status, shorten(a.out.Body), out)
+			}
+			if len(out.Runs) > 0 && !slices.Equal(out.Runs, []string{strconv.Itoa(last.N)}) {
+				t.Fatalf("WRONG: the client got the %s header of runs %v; only run %d's answer was kept", headerRun, out.Runs, last.N)
 			}
 			if r.Answer.stored() {
 				a.out = out
