@@ -25,9 +25,13 @@
 //     answer, none for work that was rolled back, and no key left pending.
 //
 // A failure prints the shrunk sequence, one plain line per step, and the
-// seed. Replay it with the seed rapid prints:
+// seed. Replay it with the seed rapid prints, and the same
+// -transports.* flags, if any:
 //
 //	go test ./integration/transports/ -run 'TestTransports/gin$' -rapid.seed=1234
+//
+// (rapid also keeps the failing sequence in testdata/rapid, which the next
+// run tries first; -rapid.nofailfile turns that off.)
 //
 // Each transport runs until its time budget is spent (IDEM_TRANSPORTS_TIME,
 // 8s by default). -transports.stack fixes the stack instead of drawing it
