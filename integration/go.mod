@@ -26,8 +26,8 @@ require (
 )
 
 require (
-	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c // indirect
-	pgregory.net/rapid v1.3.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c
+	pgregory.net/rapid v1.3.0
 )
 
 require (
@@ -54,6 +54,7 @@ require (
 	github.com/ugorji/go/codec v1.3.1 // indirect
 	go.mongodb.org/mongo-driver/v2 v2.5.0 // indirect
 	golang.org/x/arch v0.22.0 // indirect
+	golang.org/x/time v0.15.0 // indirect
 )
 
 require (
@@ -80,6 +81,7 @@ require (
 	github.com/go-ole/go-ole v1.3.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/idemkit/idem/idemconnect v0.0.0-00010101000000-000000000000
+	github.com/idemkit/idem/idemgrpc v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgerrcode v0.0.0-20220416144525-469b46aa5efa // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
@@ -129,6 +131,7 @@ require (
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
+	google.golang.org/grpc v1.85.0
 	modernc.org/libc v1.80.2 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
@@ -144,3 +147,5 @@ replace github.com/idemkit/idem/idemnats => ../idemnats
 replace github.com/idemkit/idem/idemgin => ../idemgin
 
 replace github.com/idemkit/idem/idemconnect => ../idemconnect
+
+replace github.com/idemkit/idem/idemgrpc => ../idemgrpc
