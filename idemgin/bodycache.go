@@ -30,9 +30,12 @@ func boundBodyOf(c *gin.Context) boundBody {
 
 // request returns r with the bound bytes as its body, in place of the body
 // ShouldBindBodyWith drained, so that the middleware reads and fingerprints
-// them; r itself when no body was bound. r must be a copy the wrapper owns.
+// them; r itself when no body was bound, or the bound body is empty: a
+// body drained before the binding (a form parsed first) is cached empty,
+// and only r as it stands lets the middleware see that it had one. r must
+// be a copy the wrapper owns.
 func (b boundBody) request(r *http.Request) *http.Request {
-	if !b.ok {
+	if !b.ok || len(b.bytes) == 0 {
 		return r
 	}
 	r.Body = io.NopCloser(bytes.NewReader(b.bytes))

@@ -25,6 +25,7 @@ var ginTransport = transport{
 	layers:   []string{layerParseForm, layerReadBody, layerDumpBody, layerGzip, layerBindWith, layerRecoverer, layerNested},
 	features: httpFeatures([]string{styleWrite, styleError}),
 	vocab:    httpVocabulary,
+	undone:   []string{layerBindWith},
 	start: func(t *rapid.T, h *harness, stack []string, protect bool) server {
 		wrap := func(next gin.HandlerFunc) gin.HandlerFunc { return next }
 		if protect {

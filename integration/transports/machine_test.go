@@ -48,6 +48,11 @@ type transport struct {
 	start func(t *rapid.T, h *harness, stack []string, protect bool) server
 	// vocab is how the transport's client sees answers.
 	vocab vocabulary
+	// undone are the layers whose consumption of the body the adapter
+	// undoes for the handler (gin's body binding, whose cached bytes
+	// idemgin hands the handler): what the handler sees under idem is
+	// what it sees without idem and without them.
+	undone []string
 }
 
 // server is a built stack: it sends a step's request, and says what
@@ -194,7 +199,7 @@ func newSequence(t *rapid.T, tr transport, b *backend, ns string) *sequence {
 	}
 	t.Logf("%s, stack (outermost first): %s", tr.name, stackString(stack))
 	q.srv = tr.start(t, h, stack, true)
-	q.bare = tr.start(t, h, stack, false)
+	q.bare = tr.start(t, h, slices.DeleteFunc(slices.Clone(stack), func(l string) bool { return slices.Contains(tr.undone, l) }), false)
 	return q
 }
 
@@ -282,7 +287,7 @@ func (q *sequence) do(t *rapid.T, r request, again string) {
 		t.Logf("        (without idem the handler does not run: %s)", pout)
 	}
 	t.Logf("        client got %s", out)
-	q.judge(t, r, want, out, runs)
+	q.judge(t, r, want, pout, out, runs)
 }
 
 func noteOf(r run) string {
@@ -293,7 +298,7 @@ func noteOf(r run) string {
 }
 
 // judge checks what the client got against the model, and updates it.
-func (q *sequence) judge(t *rapid.T, r request, want string, out outcome, runs []run) {
+func (q *sequence) judge(t *rapid.T, r request, want string, pout, out outcome, runs []run) {
 	k, v, wire := r.sk(), q.tr.vocab, q.srv.wire(r)
 	prev := q.answers[k]
 	if len(runs) > 0 {
@@ -380,6 +385,9 @@ func (q *sequence) judge(t *rapid.T, r request, want string, out outcome, runs [
 	case q.consume && out.Code != "":
 		// A refusal of a body read before idem: documented once the
 		// adapters detect it.
+	case want == "" && out.Status == pout.Status && out.Body == pout.Body:
+		// A layer in front answered before idem, as it does without it
+		// (a gzip decoder given a drained body), the check after the step reads the database.
 	default:
 		t.Fatalf("WRONG: the handler did not run, and the client got %s%s", out, q.recordNote(k))
 	}
