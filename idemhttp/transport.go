@@ -52,12 +52,13 @@ const (
 //     timeout (an attempt that ran out of AttemptTimeout included), a
 //     temporary DNS failure;
 //   - the statuses 409, 429, 502, 503 and 504, unless the response says
-//     Idempotent-Replayed: true. So an application's own 409 ("already
-//     shipped") is retried too: from a server behind this package's
-//     middleware once (the first 409 is stored and the retry gets it
-//     replayed, which is final), from any other server until MaxAttempts.
-//     The middleware's "in-flight" 409 always carries Retry-After; set
-//     Retry to tell the two apart (see the example on Retry).
+//     Idempotent-Replayed: true. A 409 from behind this package's
+//     middleware (it carries Idempotency-Retention) is retried only with
+//     Retry-After, which the middleware's "in-flight" 409 always carries:
+//     without it, it is the handler's own answer ("already shipped"),
+//     final whether it was stored or not. From any other server every
+//     409 is retried until MaxAttempts; set Retry to leave an
+//     application's 409 alone there (see the example on Retry).
 //
 // It never retries what will not change by asking again: other statuses (a
 // 400, 413, 422 or 500), a replayed answer, a request that cannot be sent
@@ -290,7 +291,9 @@ func (t *Transport) delay(n int, resp *http.Response, now time.Time) time.Durati
 // dropped connection, an HTTP/2 stream reset with INTERNAL_ERROR,
 // REFUSED_STREAM or CANCEL, a timeout, a temporary DNS failure); a response when
 // its status is 409, 429, 502, 503 or 504 and it is not a replayed answer
-// (Idempotent-Replayed: true: asking again replays it again). Every method
+// (Idempotent-Replayed: true: asking again replays it again), nor a 409
+// that the middleware passed on from its handler (Idempotency-Retention
+// without Retry-After: the handler's answer, stored or not). Every method
 // is retried, safe ones included; req is not consulted. Call it from your
 // own Transport.Retry to keep these rules for the cases you leave alone.
 func DefaultRetry(req *http.Request, resp *http.Response, err error) bool {
@@ -304,7 +307,10 @@ func DefaultRetry(req *http.Request, resp *http.Response, err error) bool {
 		return false // a stored answer: asking again replays it again
 	}
 	switch resp.StatusCode {
-	case http.StatusConflict, http.StatusTooManyRequests,
+	case http.StatusConflict:
+		// Behind the middleware only its in-flight 409 has Retry-After.
+		return resp.Header.Get(HeaderRetention) == "" || resp.Header.Get("Retry-After") != ""
+	case http.StatusTooManyRequests,
 		http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		return true
 	}

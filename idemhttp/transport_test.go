@@ -223,6 +223,35 @@ func TestTransportReplayedAnswerIsFinal(t *testing.T) {
 	}
 }
 
+// TestTransportHandlerConflictIsFinal: behind the middleware (its answers
+// carry Idempotency-Retention) a 409 without Retry-After is the handler's
+// own answer, stored or not, and is not asked again; the middleware's
+// in-flight 409, with Retry-After, is.
+func TestTransportHandlerConflictIsFinal(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		first    func(http.ResponseWriter, *http.Request)
+		attempts int
+		final    int
+	}{
+		{"handler's 409", status(409, idemhttp.HeaderRetention, "86400"), 1, 409},
+		{"in-flight 409", status(409, idemhttp.HeaderRetention, "86400", "Retry-After", "0"), 2, 201},
+		{"409 from elsewhere", status(409), 2, 201},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, srv := serve(t, tc.first, status(201))
+			resp, err := fast(5).Post(srv.URL, "text/plain", strings.NewReader("x"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if n := len(s.seen()); n != tc.attempts || resp.StatusCode != tc.final {
+				t.Errorf("%d attempts, final %d; want %d, %d", n, resp.StatusCode, tc.attempts, tc.final)
+			}
+		})
+	}
+}
+
 func TestTransportAttemptsBounded(t *testing.T) {
 	s, srv := serve(t, status(503))
 	resp, err := fast(3).Post(srv.URL, "text/plain", strings.NewReader("x"))
