@@ -194,44 +194,6 @@ func fileBytes(fh *multipart.FileHeader) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// withForm gives hr, a run's copy of r, fresh copies of r's parsed form, so
-// that what one run of the handler changes in them the next run does not
-// see.
-func withForm(hr, r *http.Request) {
-	hr.Form = cloneValues(r.Form)
-	hr.PostForm = cloneValues(r.PostForm)
-	if r.MultipartForm == nil {
-		return
-	}
-	f := &multipart.Form{Value: cloneValues(r.MultipartForm.Value)}
-	if r.MultipartForm.File != nil {
-		f.File = make(map[string][]*multipart.FileHeader, len(r.MultipartForm.File))
-		for name, fhs := range r.MultipartForm.File {
-			copies := make([]*multipart.FileHeader, len(fhs))
-			for i, fh := range fhs {
-				c := *fh
-				c.Header = cloneValues(fh.Header)
-				copies[i] = &c
-			}
-			f.File[name] = copies
-		}
-	}
-	hr.MultipartForm = f
-}
-
-// cloneValues copies a form's (or a header's) map and its slices; nil
-// stays nil.
-func cloneValues[M ~map[string][]string](v M) M {
-	if v == nil {
-		return nil
-	}
-	c := make(M, len(v))
-	for k, vs := range v {
-		c[k] = slices.Clone(vs)
-	}
-	return c
-}
-
 // bodyConsumed refuses a protected request whose body was consumed before
 // the middleware (errBodyConsumed): 500 "body-consumed", nothing claimed,
 // and an ERROR log naming the fix.

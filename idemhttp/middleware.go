@@ -383,10 +383,11 @@ func (m *Middleware[TTx]) serveLease(w http.ResponseWriter, r *http.Request, rou
 // and returns its buffered answer and what to store.
 func (m *Middleware[TTx]) run(ctx context.Context, r *http.Request, p payload, next http.Handler, run *handlerRun) (*recorder, idem.Response, error) {
 	rec := newRecorder(m.maxBody)
-	hr := r.WithContext(context.WithValue(ctx, runKey{}, run))
-	if p.form {
-		withForm(hr, r) // r.Body stays as the form parse left it
-	} else {
+	// A clone per run: what a run changes in the request (a decoding
+	// middleware between idem and the handler drops Content-Encoding,
+	// a handler edits its form) must not reach the next run.
+	hr := r.Clone(context.WithValue(ctx, runKey{}, run))
+	if !p.form { // a parsed form's r.Body stays as the parse left it
 		body := p.body
 		hr.Body = io.NopCloser(bytes.NewReader(body))
 		hr.ContentLength = int64(len(body))

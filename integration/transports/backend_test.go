@@ -30,6 +30,7 @@ type backend struct {
 	effects string
 	taken   string
 	dollar  bool // PostgreSQL's $1 placeholders, not ?
+	aborts  bool // a failed statement aborts the transaction (PostgreSQL)
 }
 
 func newSQLite(t *testing.T) *backend {
@@ -62,7 +63,7 @@ func newPostgres(t *testing.T) *backend {
 	if err := store.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	b := &backend{name: "postgres", db: db, store: store, dollar: true,
+	b := &backend{name: "postgres", db: db, store: store, dollar: true, aborts: true,
 		effects: "transport_effects_" + suffix, taken: "transport_taken_" + suffix}
 	b.createTables(t)
 	t.Cleanup(func() {

@@ -51,6 +51,7 @@ const (
 var httpVocabulary = vocabulary{
 	status:   func(a answer) string { return strconv.Itoa(a.httpStatus()) },
 	failed:   "500",
+	aborted:  "500",
 	panicked: []string{"500"},
 	mismatch: "key-mismatch",
 	tooLarge: "413",

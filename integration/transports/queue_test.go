@@ -43,6 +43,7 @@ var queueTransport = transport{
 			return "ack"
 		},
 		failed:   "retry",
+		aborted:  "retry",
 		panicked: []string{"retry", "reject"},
 		mismatch: "mismatch",
 		bodyless: func(a answer) bool { return a == answerUnavailable },

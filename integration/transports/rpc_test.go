@@ -71,6 +71,7 @@ var rpcVocabulary = vocabulary{
 		}
 	},
 	failed:   codes.Unknown.String(),
+	aborted:  codes.Internal.String(),
 	panicked: []string{codes.Internal.String(), codes.Unknown.String()},
 	mismatch: "IDEMPOTENCY_KEY_MISMATCH",
 	bodyless: func(a answer) bool { return a == answerConflict || a == answerUnavailable },

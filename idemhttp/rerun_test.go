@@ -1,0 +1,74 @@
+package idemhttp_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem/idemtest"
+)
+
+// TestRerunSeesTheRequestAfresh: what one run of the handler changes in its
+// request (here a gzip decoder between idem and the handler, which drops
+// Content-Encoding, and a handler that edits a header and the URL) does not
+// reach the run that follows a serialization failure: both see the request
+// as the client sent it.
+func TestRerunSeesTheRequestAfresh(t *testing.T) {
+	store := idemtest.NewSQLite(t, idem.Config{}).Store
+	mw, err := idemhttp.New(store, idemhttp.Config{Principal: func(*http.Request) string { return "tenant-1" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		seen = append(seen, fmt.Sprintf("%s %s?%s %q", r.Header.Get("X-Order"), r.URL.Path, r.URL.RawQuery, body))
+		if len(seen) > 1 {
+			w.WriteHeader(http.StatusCreated)
+			return
+		}
+		r.Header.Set("X-Order", "changed")
+		r.URL.RawQuery = "changed=1"
+		idemhttp.Fail(w, r, fmt.Errorf("simulated: %w", idem.ErrSerialization))
+	})
+	h := mw.Wrap(gunzip(handler))
+
+	var zipped bytes.Buffer
+	zw := gzip.NewWriter(&zipped)
+	io.WriteString(zw, `{"item":88}`)
+	zw.Close()
+	req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/orders?a=1", &zipped)
+	req.Pattern = "POST /orders"
+	req.Header.Set("Content-Encoding", "gzip")
+	req.Header.Set("X-Order", "o-1")
+	req.Header.Set(idemhttp.HeaderKey, "k")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	want := `o-1 /orders?a=1 "{\"item\":88}"`
+	if rec.Code != http.StatusCreated || len(seen) != 2 || seen[0] != want || seen[1] != want {
+		t.Fatalf("%d after runs that saw %q, want 201 after 2 runs that saw %s", rec.Code, seen, want)
+	}
+}
+
+// gunzip decodes a gzip request body the way decoding middleware does: it
+// swaps the body and drops Content-Encoding from the request's header.
+func gunzip(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Content-Encoding") == "gzip" {
+			zr, err := gzip.NewReader(r.Body)
+			if err != nil {
+				http.Error(w, "bad gzip", http.StatusBadRequest)
+				return
+			}
+			r.Body = zr
+			r.Header.Del("Content-Encoding")
+		}
+		next.ServeHTTP(w, r)
+	})
+}
