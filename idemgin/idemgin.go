@@ -61,6 +61,10 @@ func (m *Middleware[TTx]) wrap(h gin.HandlerFunc, protect func(http.Handler) htt
 	}
 	return func(c *gin.Context) {
 		ginWriter, ginRequest := c.Writer, c.Request
+		// Inside a run of this middleware already (Wrap of a Wrap): the
+		// outer run owns the answer; idemhttp passes the request through
+		// (or refuses it), and h then writes to the outer run's writer.
+		outer := m.inAnyRun(ginRequest.Context())
 		passed, answered := false, false
 		defer func() {
 			c.Writer, c.Request = ginWriter, ginRequest
@@ -71,9 +75,10 @@ func (m *Middleware[TTx]) wrap(h gin.HandlerFunc, protect func(http.Handler) htt
 		base := len(c.Errors)
 		bound := boundBodyOf(c)
 		next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if !inRun(r.Context()) {
-				// A method the middleware does not protect: gin's own
-				// writer, no transaction.
+			if outer || !inRun(r.Context()) {
+				// A method the middleware does not protect, or a request
+				// an outer run protects: gin's writer as it stands, and
+				// the outer run's transaction, if any.
 				passed = true
 				c.Writer, c.Request = ginWriter, r
 				h(c)
@@ -92,7 +97,7 @@ func (m *Middleware[TTx]) wrap(h gin.HandlerFunc, protect func(http.Handler) htt
 		// idemhttp's final answer goes through gin's writer, so that gin
 		// (its logger, c.Writer.Status) sees the status that was sent.
 		protect(next).ServeHTTP(ginWriter, r)
-		if !passed {
+		if !passed && !outer {
 			// The answer is final (and may be stored): send its header
 			// now, and seal c.Writer (above), so that a later status or
 			// write (a middleware's, after c.Next) cannot make the
@@ -102,6 +107,14 @@ func (m *Middleware[TTx]) wrap(h gin.HandlerFunc, protect func(http.Handler) htt
 			answered = true
 		}
 	}
+}
+
+// inAnyRun reports whether ctx is a run's of a middleware of this
+// transaction type: Wrap's (a transaction) or WrapLease's (a lease).
+func (m *Middleware[TTx]) inAnyRun(ctx context.Context) bool {
+	_, tx := idemhttp.Tx[TTx](ctx)
+	_, lease := idemhttp.Lease[TTx](ctx)
+	return tx || lease
 }
 
 // runOnce runs h once inside the middleware, on w and r, the buffer and
