@@ -27,6 +27,25 @@ type payload struct {
 	// r.Body; the handler gets r's own body and a fresh copy of the
 	// parsed form on every run, as it would without the middleware.
 	form bool
+	// files holds the parsed form's files as a multipart body (with its
+	// boundary), from which each run gets files of its own, in memory: a
+	// run that removes them (MultipartForm.RemoveAll) or a temporary file
+	// gone must not leave the next run without them.
+	files    []byte
+	boundary string
+}
+
+// runFiles returns fresh copies, in memory, of the files of a form parsed
+// before the middleware; nil when it had none.
+func (p payload) runFiles() (map[string][]*multipart.FileHeader, error) {
+	if p.files == nil {
+		return nil, nil
+	}
+	f, err := multipart.NewReader(bytes.NewReader(p.files), p.boundary).ReadForm(int64(len(p.files)) + 1)
+	if err != nil {
+		return nil, fmt.Errorf("idemhttp: copy the form's files for a run: %w", err)
+	}
+	return f.File, nil
 }
 
 // errBodyConsumed is the failure of a protected request whose body a
@@ -43,6 +62,10 @@ func readPayload(w http.ResponseWriter, r *http.Request, limit int64) (payload, 
 	switch {
 	case err != nil && !errors.Is(err, http.ErrBodyReadAfterClose):
 		return payload{}, err
+	case err == nil && len(body) > 0 && r.ContentLength > int64(len(body)):
+		// net/http fails a body cut short by the client: what is missing
+		// was read before the middleware, and the handler would not see it.
+		return payload{}, fmt.Errorf("%w: %d of its %d bytes are left", errBodyConsumed, len(body), r.ContentLength)
 	case err == nil && len(body) > 0:
 		return payload{body: body}, nil
 	case !announcesBody(r):
@@ -52,7 +75,13 @@ func readPayload(w http.ResponseWriter, r *http.Request, limit int64) (payload, 
 		if err != nil {
 			return payload{}, err
 		}
-		return payload{body: enc, form: true}, nil
+		p := payload{body: enc, form: true}
+		if r.MultipartForm != nil && len(r.MultipartForm.File) > 0 {
+			if p.files, p.boundary, err = encodeFiles(r.MultipartForm.File); err != nil {
+				return payload{}, err
+			}
+		}
+		return p, nil
 	case err != nil:
 		return payload{}, fmt.Errorf("%w: it was closed: %w", errBodyConsumed, err)
 	}
@@ -177,6 +206,32 @@ func formEncoding(r *http.Request, limit int64) ([]byte, error) {
 	}
 	sum := h.Sum()
 	return []byte(formEncodingPrefix + hex.EncodeToString(sum[:])), nil
+}
+
+// encodeFiles writes the files of a parsed multipart form, each with its
+// part header, as a multipart body, and returns it with its boundary.
+func encodeFiles(files map[string][]*multipart.FileHeader) ([]byte, string, error) {
+	var b bytes.Buffer
+	mw := multipart.NewWriter(&b)
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		for _, fh := range files[name] {
+			content, err := fileBytes(fh)
+			if err != nil {
+				return nil, "", err
+			}
+			part, err := mw.CreatePart(fh.Header)
+			if err == nil {
+				_, err = part.Write(content)
+			}
+			if err != nil {
+				return nil, "", fmt.Errorf("idemhttp: copy the form's file %q: %w", fh.Filename, err)
+			}
+		}
+	}
+	if err := mw.Close(); err != nil {
+		return nil, "", fmt.Errorf("idemhttp: copy the form's files: %w", err)
+	}
+	return b.Bytes(), mw.Boundary(), nil
 }
 
 // fileBytes reads a file part of a parsed multipart form, from memory or

@@ -387,7 +387,15 @@ func (m *Middleware[TTx]) run(ctx context.Context, r *http.Request, p payload, n
 	// middleware between idem and the handler drops Content-Encoding,
 	// a handler edits its form) must not reach the next run.
 	hr := r.Clone(context.WithValue(ctx, runKey{}, run))
-	if !p.form { // a parsed form's r.Body stays as the parse left it
+	if p.form { // r.Body stays as the form's parse left it
+		files, err := p.runFiles()
+		if err != nil {
+			return rec, idem.Response{}, err
+		}
+		if files != nil {
+			hr.MultipartForm.File = files
+		}
+	} else {
 		body := p.body
 		hr.Body = io.NopCloser(bytes.NewReader(body))
 		hr.ContentLength = int64(len(body))

@@ -5,8 +5,10 @@ import (
 	"compress/gzip"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/idemkit/idem"
@@ -71,4 +73,67 @@ func gunzip(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// TestRerunKeepsTheFormsFiles: a run that removes the files of a form
+// parsed before the middleware (defer r.MultipartForm.RemoveAll(), a
+// common habit) does not take them from the run that follows a
+// serialization failure.
+func TestRerunKeepsTheFormsFiles(t *testing.T) {
+	store := idemtest.NewSQLite(t, idem.Config{}).Store
+	mw, err := idemhttp.New(store, idemhttp.Config{Principal: func(*http.Request) string { return "tenant-1" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	h := parseMultipartForm(mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer r.MultipartForm.RemoveAll()
+		seen = append(seen, describe(r))
+		if len(seen) == 1 {
+			idemhttp.Fail(w, r, fmt.Errorf("simulated: %w", idem.ErrSerialization))
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	})))
+	s := multipartForm(t, map[string]string{"item": "book"}, formFile{"invoice", "invoice.pdf", "application/pdf", "%PDF-1.7 a file on disk"})
+	req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/orders", strings.NewReader(s.body))
+	req.Pattern = "POST /orders"
+	req.Header.Set("Content-Type", s.contentType)
+	req.Header.Set(idemhttp.HeaderKey, "k")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	want := `item=["book"] invoice:invoice.pdf(application/pdf)="%PDF-1.7 a file on disk" body=""`
+	if rec.Code != http.StatusCreated || len(seen) != 2 || seen[0] != want || seen[1] != want {
+		t.Fatalf("%d after runs that saw %q, want 201 after 2 runs that saw %s", rec.Code, seen, want)
+	}
+}
+
+// TestBodyPartlyReadBefore: a middleware that read the start of the body
+// and did not restore it leaves the handler the rest; requests that differ
+// only in that start must not share an answer, so the request is refused
+// as a consumed body, nothing claimed.
+func TestBodyPartlyReadBefore(t *testing.T) {
+	store := idemtest.NewSQLite(t, idem.Config{}).Store
+	mw, err := idemhttp.New(store, idemhttp.Config{Principal: func(*http.Request) string { return "tenant-1" }, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sniff := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.ReadFull(r.Body, make([]byte, 8)) // sniffs the start, keeps it
+			next.ServeHTTP(w, r)
+		})
+	}
+	h := sniff(mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusCreated) })))
+	req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/orders", strings.NewReader(`{"item":88,"qty":1}`))
+	req.Pattern = "POST /orders"
+	req.Header.Set(idemhttp.HeaderKey, "k")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusInternalServerError || !strings.Contains(rec.Body.String(), "body-consumed") {
+		t.Fatalf("got %d %s, want 500 body-consumed", rec.Code, rec.Body)
+	}
+	if n, err := store.Counts(t.Context(), ""); err != nil || n.Total() != 0 {
+		t.Errorf("Counts: %+v, %v; want nothing claimed", n, err)
+	}
 }
