@@ -50,6 +50,10 @@ const (
 	// ReasonStreamUnsupported: Unimplemented, a streaming procedure that
 	// Config.Protect selects; nothing was done.
 	ReasonStreamUnsupported = idemrpc.ReasonStreamUnsupported
+	// ReasonNested: Internal, the call already runs inside a run that is
+	// not this store's interceptor's (a bare Do, an idemhttp middleware's
+	// run, another store's interceptor); nothing was done.
+	ReasonNested = idemrpc.ReasonNested
 )
 
 // errorFor is the connect error of an answer idem made (an

@@ -82,7 +82,10 @@
 // A call already inside a run of the same store (the interceptor chained
 // twice, say a global one and a per-service one) goes through to its
 // handler, which works in the outer run's transaction: one claim, one
-// record.
+// record. Inside any other run (a bare Store.Do, an idemhttp middleware's
+// run, another store's interceptor) a call is refused with Internal,
+// reason INTERCEPTOR_NESTED, and nothing is done: its handler would miss
+// the transaction it expects, or commit apart from the outer one.
 //
 // What idemgrpc shares with idemconnect (the decision for each call, the
 // codes and reasons, the stored answer, the client's policy) is package

@@ -42,6 +42,12 @@ const (
 	// the server's Protect selects; a key protects unary calls only, so it
 	// was refused rather than run unprotected; nothing was done.
 	ReasonStreamUnsupported = "STREAM_UNSUPPORTED"
+	// ReasonNested: Internal, the call already runs inside a run of the
+	// same store that is not a server's of this package (a bare Do, an
+	// HTTP middleware's run), or inside another store's server run: its
+	// handler would miss the transaction it expects, or commit apart from
+	// the outer one; nothing was done.
+	ReasonNested = "INTERCEPTOR_NESTED"
 )
 
 // Error is an answer idem makes itself, which an adapter turns into its

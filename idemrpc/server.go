@@ -168,8 +168,14 @@ func Unstorable(err error) error { return &unstorableError{err: err} }
 // included, and forget an earlier run's: with Ran, only the last run's
 // answer may reach the client, since the others were rolled back.
 func (s *Server[TTx]) Serve(ctx context.Context, call Call, run idem.Func[TTx]) (Served, error) {
-	if s.store.InRun(ctx) {
-		return Served{Verdict: Pass}, nil
+	if outer := runStore(ctx); outer != nil || s.store.InRun(ctx) {
+		if outer == any(s.store) {
+			return Served{Verdict: Pass}, nil // the outer run protects it
+		}
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelError, s.cfg.Transport+": refused a call inside another run: a server of this store runs it only inside its own server's run (installed twice); not inside a bare Do, an HTTP middleware's run or another store's server",
+			slog.String(s.cfg.Subject, call.Method))
+		return Served{}, &Error{Code: Internal, Reason: ReasonNested,
+			Message: "the service is misconfigured: this " + s.cfg.Subject + " is protected twice; nothing was done"}
 	}
 	if s.cfg.KeyOptional && len(call.Keys) == 0 {
 		s.store.Keyless(ctx, call.Scope)
@@ -201,7 +207,7 @@ func (s *Server[TTx]) Serve(ctx context.Context, call Call, run idem.Func[TTx]) 
 	}
 	if !found && err == nil {
 		res, err = s.store.Do(ctx, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
-			return run(withTx(ctx, tx), tx)
+			return run(withTx(ctx, tx, s.store), tx)
 		})
 	}
 	if err != nil {
@@ -242,6 +248,9 @@ func (s *Server[TTx]) failed(ctx context.Context, req idem.Request, method strin
 		ended      *idem.TxEndedError
 	)
 	switch {
+	case errors.As(err, &unstored) && !errors.Is(err, idem.ErrRetriesExhausted):
+		// Rolled back: the handler's own answer, whatever it wraps.
+		return Served{Verdict: Ran}, nil
 	case errors.Is(err, idem.ErrCommitUnknown):
 		log("commit outcome unknown")
 		return Served{}, s.retryLater(Unavailable, "the database connection was lost while committing, so it is not known whether the call took effect; retry with the same key: you will get its result, or it will be done once", ReasonCommitUnknown)
@@ -257,8 +266,6 @@ func (s *Server[TTx]) failed(ctx context.Context, req idem.Request, method strin
 	case errors.As(err, &ended):
 		log("handler ended the transaction itself")
 		return Served{}, &Error{Code: Internal, Message: "the call's transaction was ended before its response could be stored"}
-	case errors.As(err, &unstored):
-		return Served{Verdict: Ran}, nil // rolled back: the handler's own answer
 	case errors.Is(err, idem.ErrTxAborted):
 		return Served{Verdict: Ran, Aborted: err, Request: req}, nil // see Server.Aborted
 	case ctx.Err() != nil:

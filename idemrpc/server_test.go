@@ -255,21 +255,38 @@ func TestServePass(t *testing.T) {
 		if got, _ := idemrpc.Tx[*sql.Tx](ctx); got != tx {
 			return idem.Response{}, errors.New("the run's context holds another transaction")
 		}
-		// A Server on another store is not inside a run of its own.
-		if _, err := other.srv.Serve(ctx, call("a", "k1"), other.answer(nil)); err != nil {
-			return idem.Response{}, err
+		// A Server on another store is refused: its claim would commit
+		// apart from this run's.
+		if _, err := other.srv.Serve(ctx, call("a", "k1"), other.answer(nil)); !isNested(err) {
+			return idem.Response{}, fmt.Errorf("another store's server inside: %v, want %s", err, idemrpc.ReasonNested)
 		}
 		return idem.Response{Status: idem.NoStatus, Body: []byte("outer")}, nil
 	})
 	if err != nil || served.Verdict != idemrpc.Ran || inner.Verdict != idemrpc.Pass || innerOther.Verdict != idemrpc.Pass {
 		t.Errorf("outer %+v, %v; inner %+v and %+v; want Ran outside, Pass inside", served, err, inner, innerOther)
 	}
-	if f.runs.Load() != 0 || other.runs.Load() != 1 || f.records(t) != 1 {
-		t.Errorf("%d inner runs, %d on the other store, %d records; want 0, 1 and 1", f.runs.Load(), other.runs.Load(), f.records(t))
+	if f.runs.Load() != 0 || other.runs.Load() != 0 || f.records(t) != 1 || other.records(t) != 0 {
+		t.Errorf("%d inner runs, %d on the other store, %d and %d records; want 0, 0, 1 and 0", f.runs.Load(), other.runs.Load(), f.records(t), other.records(t))
+	}
+	// Inside a run of the store that is no server's (a bare Do, an HTTP
+	// middleware's run), the handler would find no transaction: refused.
+	_, err = f.store.Do(t.Context(), idem.Request{Scope: "s", Key: "bare", Fingerprint: idem.Fingerprint{1}}, func(ctx context.Context, _ *sql.Tx) (idem.Response, error) {
+		if _, err := f.srv.Serve(ctx, call("a", "k2"), f.answer(nil)); !isNested(err) {
+			return idem.Response{}, fmt.Errorf("a server inside a bare Do: %v, want %s", err, idemrpc.ReasonNested)
+		}
+		return idem.Response{Status: 200}, nil
+	})
+	if err != nil || f.runs.Load() != 0 {
+		t.Errorf("%v, %d runs", err, f.runs.Load())
 	}
 	if _, ok := idemrpc.Tx[*sql.Tx](t.Context()); ok {
 		t.Error("Tx outside a run reported true")
 	}
+}
+
+func isNested(err error) bool {
+	var e *idemrpc.Error
+	return errors.As(err, &e) && e.Reason == idemrpc.ReasonNested && e.Code == idemrpc.Internal
 }
 
 // TestServeFormerScope: a record under the former scope answers without a
@@ -373,5 +390,21 @@ func TestNewServer(t *testing.T) {
 	}
 	if _, err := idemrpc.NewServer[*sql.Tx](nil, idemrpc.Config{Transport: "idemx"}); err == nil || !strings.HasPrefix(err.Error(), "idemx: ") {
 		t.Errorf("%v, want it to name the transport", err)
+	}
+}
+
+// TestServeHandlersOwnError: a handler's own error that is not stored is
+// its answer (Ran), whatever it wraps: one that wraps idem.ErrCommitUnknown
+// or idem.ErrTooLarge (from a store of its own, say) is not taken for
+// idem's.
+func TestServeHandlersOwnError(t *testing.T) {
+	for _, wrapped := range []error{idem.ErrCommitUnknown, idem.ErrTooLarge} {
+		f := newFixture(t, idem.Config{}, idemrpc.Config{})
+		served, err := f.srv.Serve(t.Context(), call("a", "k1"), f.answer(func(int64) error {
+			return idemrpc.Unstored(fmt.Errorf("the ledger's own commit: %w", wrapped))
+		}))
+		if err != nil || served.Verdict != idemrpc.Ran || served.Committed || f.records(t) != 0 {
+			t.Errorf("handler error wrapping %v: %+v, %v, %d records; want Ran, not stored", wrapped, served, err, f.records(t))
+		}
 	}
 }
