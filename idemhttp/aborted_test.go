@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -131,5 +132,31 @@ func TestAnswerAfterAbortedTransaction(t *testing.T) {
 				t.Errorf("Counts: %+v, %v; want no record stored", n, err)
 			}
 		})
+	}
+}
+
+// TestFailWithAbortedError: a handler that reports its own failed statement
+// with Fail (an error that matches idem.ErrTxAborted) gets Fail's answer:
+// under WrapLease 503 "handler-failed", the lease released for a retry to
+// resume, not the 500 of a success claimed after an aborted transaction.
+func TestFailWithAbortedError(t *testing.T) {
+	lite := idemtest.NewSQLite(t, idem.Config{})
+	mw, err := idemhttp.New(lite.Store, idemhttp.Config{
+		Principal: func(*http.Request) string { return "tenant-1" },
+		Logger:    slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mw.WrapLease(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		idemhttp.Fail(w, r, fmt.Errorf("insert order: %w", dialect.Classified(dialect.ErrTxAborted, errors.New("test: unique violation, transaction aborted"))))
+	}))
+	req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/orders", strings.NewReader("{}"))
+	req.Pattern = "POST /orders"
+	req.Header.Set(idemhttp.HeaderKey, "k")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "resume") {
+		t.Fatalf("got %d %s, want 503 handler-failed saying a retry resumes", rec.Code, rec.Body)
 	}
 }

@@ -503,7 +503,7 @@ func (m *Middleware[TTx]) failed(w http.ResponseWriter, r *http.Request, req ide
 		w.Header().Set("Retry-After", m.retryAfter)
 		writeProblem(w, http.StatusServiceUnavailable, "store-unavailable",
 			"The operation conflicted with concurrent ones and was rolled back. Retry with the same Idempotency-Key.")
-	case errors.Is(err, idem.ErrTxAborted):
+	case errors.Is(err, idem.ErrTxAborted) && !errors.As(err, &herr):
 		log("handler answered success after a statement of its transaction failed and aborted it; rolled back")
 		writeProblem(w, http.StatusInternalServerError, "handler-failed", "The operation failed and was rolled back. Nothing was stored.")
 	case errors.As(err, &ended):
