@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
+
+	"github.com/idemkit/idem/internal/framing"
 )
 
 // MaxHeaderBytes is the largest encoded response header stored.
@@ -50,38 +51,23 @@ const headerEncodingV1 = 1
 // errCorruptHeader is returned when a stored header cannot be decoded.
 var errCorruptHeader = errors.New("idem: stored header is corrupt")
 
-// encodeHeader turns a header into the stored form: a version byte, then the
-// names in sorted order, each with its values in their original order, every
-// string and count as a uvarint length followed by its bytes. A nil or empty
-// header encodes as an empty slice.
+// encodeHeader turns a header into the stored form: a version byte, then
+// the header as framing.AppendHeader frames it (names in sorted order, each
+// with its values in their original order, every string and count a
+// uvarint length and its bytes). A nil or empty header encodes as an empty
+// slice.
 func encodeHeader(h http.Header) []byte {
 	if len(h) == 0 {
 		return []byte{}
 	}
-	names := make([]string, 0, len(h))
 	size := 1 + binary.MaxVarintLen64
 	for name, values := range h {
-		names = append(names, name)
 		size += binary.MaxVarintLen64*2 + len(name)
 		for _, v := range values {
 			size += binary.MaxVarintLen64 + len(v)
 		}
 	}
-	slices.Sort(names)
-	b := make([]byte, 0, size)
-	b = append(b, headerEncodingV1)
-	b = binary.AppendUvarint(b, uint64(len(names)))
-	for _, name := range names {
-		b = binary.AppendUvarint(b, uint64(len(name)))
-		b = append(b, name...)
-		values := h[name]
-		b = binary.AppendUvarint(b, uint64(len(values)))
-		for _, v := range values {
-			b = binary.AppendUvarint(b, uint64(len(v)))
-			b = append(b, v...)
-		}
-	}
-	return b
+	return framing.AppendHeader(append(make([]byte, 0, size), headerEncodingV1), h)
 }
 
 // decodeHeader reverses encodeHeader. An empty input gives a nil header.
@@ -92,64 +78,10 @@ func decodeHeader(b []byte) (http.Header, error) {
 	if b[0] != headerEncodingV1 {
 		return nil, fmt.Errorf("%w: unknown encoding %d", errCorruptHeader, b[0])
 	}
-	d := decoder{b: b[1:]}
-	n := d.count()
-	h := make(http.Header, n)
-	for i := 0; i < n && d.err == nil; i++ {
-		name := d.str()
-		values := make([]string, d.count())
-		for j := range values {
-			values[j] = d.str()
-		}
-		h[name] = values
-	}
-	if d.err == nil && len(d.b) != 0 {
-		d.err = fmt.Errorf("%w: %d trailing bytes", errCorruptHeader, len(d.b))
-	}
-	if d.err != nil {
-		return nil, d.err
+	r := framing.NewReader(b[1:], errCorruptHeader)
+	h := r.Header()
+	if err := r.End(); err != nil {
+		return nil, err
 	}
 	return h, nil
-}
-
-// decoder reads uvarint-framed values, remembering the first error.
-type decoder struct {
-	b   []byte
-	err error
-}
-
-func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.err = fmt.Errorf("%w: bad length", errCorruptHeader)
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-// count reads a count, bounded by the bytes left so a corrupt row cannot
-// make it allocate without limit.
-func (d *decoder) count() int {
-	v := d.uvarint()
-	if v > uint64(len(d.b)) {
-		if d.err == nil {
-			d.err = fmt.Errorf("%w: count %d exceeds the data", errCorruptHeader, v)
-		}
-		return 0
-	}
-	return int(v) //nolint:gosec // v <= len(d.b), checked above
-}
-
-func (d *decoder) str() string {
-	n := d.count()
-	if d.err != nil {
-		return ""
-	}
-	s := string(d.b[:n])
-	d.b = d.b[n:]
-	return s
 }
