@@ -63,4 +63,5 @@ type Error struct {
 	RetryAfter time.Duration
 }
 
+// Error returns the code and the message.
 func (e *Error) Error() string { return fmt.Sprintf("%v: %s", e.Code, e.Message) }
