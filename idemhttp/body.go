@@ -62,7 +62,7 @@ func readPayload(w http.ResponseWriter, r *http.Request, limit int64) (payload, 
 	switch {
 	case err != nil && !errors.Is(err, http.ErrBodyReadAfterClose):
 		return payload{}, err
-	case err == nil && len(body) > 0 && r.ContentLength > int64(len(body)):
+	case err == nil && len(body) > 0 && r.ContentLength > int64(len(body)) && !encoded(r):
 		// net/http fails a body cut short by the client: what is missing
 		// was read before the middleware, and the handler would not see it.
 		return payload{}, fmt.Errorf("%w: %d of its %d bytes are left", errBodyConsumed, len(body), r.ContentLength)
@@ -86,6 +86,14 @@ func readPayload(w http.ResponseWriter, r *http.Request, limit int64) (payload, 
 		return payload{}, fmt.Errorf("%w: it was closed: %w", errBodyConsumed, err)
 	}
 	return payload{}, fmt.Errorf("%w: it reads empty, but the request announced one (Content-Length %d, Transfer-Encoding %q)", errBodyConsumed, r.ContentLength, r.TransferEncoding)
+}
+
+// encoded reports whether r's body is sent with a content coding (gzip,
+// say): a middleware that decodes it may leave Content-Length as sent
+// (echo's Decompress does), so the decoded body's length says nothing.
+func encoded(r *http.Request) bool {
+	ce := r.Header.Get("Content-Encoding")
+	return ce != "" && ce != "identity"
 }
 
 // announcesBody reports whether r said it has a body: a Content-Length

@@ -137,3 +137,43 @@ func TestBodyPartlyReadBefore(t *testing.T) {
 		t.Errorf("Counts: %+v, %v; want nothing claimed", n, err)
 	}
 }
+
+// TestBodyDecodedBefore: a decoder in front that swaps the body for the
+// decoded one and leaves Content-Encoding and Content-Length as sent (as
+// echo's Decompress does) is not taken for one that read the body's start.
+func TestBodyDecodedBefore(t *testing.T) {
+	store := idemtest.NewSQLite(t, idem.Config{}).Store
+	mw, err := idemhttp.New(store, idemhttp.Config{Principal: func(*http.Request) string { return "tenant-1" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	decode := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			zr, err := gzip.NewReader(r.Body)
+			if err != nil {
+				http.Error(w, "bad gzip", http.StatusBadRequest)
+				return
+			}
+			r.Body = zr // Content-Encoding and Content-Length stay
+			next.ServeHTTP(w, r)
+		})
+	}
+	h := decode(mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.WriteHeader(http.StatusCreated)
+		w.Write(b)
+	})))
+	var zipped bytes.Buffer
+	zw := gzip.NewWriter(&zipped)
+	io.WriteString(zw, "a=1")
+	zw.Close()
+	req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/orders", bytes.NewReader(zipped.Bytes()))
+	req.Pattern = "POST /orders"
+	req.Header.Set("Content-Encoding", "gzip")
+	req.Header.Set(idemhttp.HeaderKey, "k")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusCreated || rec.Body.String() != "a=1" {
+		t.Fatalf("got %d %q, want 201 a=1", rec.Code, rec.Body)
+	}
+}
