@@ -197,6 +197,11 @@ func newSequence(t *rapid.T, tr transport, b *backend, ns string) *sequence {
 	if q.consume {
 		q.feat.large = false // what a drained body is over the limit is the stack's business
 	}
+	if n, g := slices.Index(stack, layerNested), slices.Index(stack, layerGzip); n >= 0 && g > n {
+		// The outer idem reads the body still encoded: under its limit,
+		// it may decode to one over the inner idem's, which passes it on.
+		q.feat.large = false
+	}
 	t.Logf("%s, stack (outermost first): %s", tr.name, stackString(stack))
 	q.srv = tr.start(t, h, stack, true)
 	q.bare = tr.start(t, h, stack, false)
