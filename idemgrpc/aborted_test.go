@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -16,24 +15,10 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/dialect"
 	"github.com/idemkit/idem/idemgrpc"
 	"github.com/idemkit/idem/idemtest"
-	"github.com/idemkit/idem/sqlite"
+	"github.com/idemkit/idem/internal/aborting"
 )
-
-// abortingDriver is SQLite whose completions fail the way PostgreSQL's do
-// after a statement of the transaction failed: the transaction is aborted
-// (idem.ErrTxAborted), as if the handler had caught a unique violation.
-type abortingDriver struct{ *sqlite.Driver }
-
-func (d abortingDriver) Dialect() dialect.Dialect { return abortingDialect{d.Driver.Dialect()} }
-
-type abortingDialect struct{ dialect.Dialect }
-
-func (abortingDialect) Complete(context.Context, dialect.Queryer, dialect.Table, dialect.CompleteArgs) error {
-	return dialect.Classified(dialect.ErrTxAborted, errors.New("test: current transaction is aborted, commands ignored until end of transaction block"))
-}
 
 type syncBuffer struct {
 	mu  sync.Mutex
@@ -69,7 +54,7 @@ func TestAnswerAfterAbortedTransaction(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lite := idemtest.NewSQLite(t, idem.Config{})
-			store, err := idem.New[*sql.Tx](abortingDriver{lite.Driver}, idem.Config{})
+			store, err := idem.New[*sql.Tx](aborting.Driver{Driver: lite.Driver}, idem.Config{})
 			if err != nil {
 				t.Fatal(err)
 			}

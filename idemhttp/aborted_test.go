@@ -20,21 +20,8 @@ import (
 	"github.com/idemkit/idem/dialect"
 	"github.com/idemkit/idem/idemhttp"
 	"github.com/idemkit/idem/idemtest"
-	"github.com/idemkit/idem/sqlite"
+	"github.com/idemkit/idem/internal/aborting"
 )
-
-// abortingDriver is SQLite whose completions fail the way PostgreSQL's do
-// after a statement of the transaction failed: the transaction is aborted
-// (idem.ErrTxAborted), as if the handler had caught a unique violation.
-type abortingDriver struct{ *sqlite.Driver }
-
-func (d abortingDriver) Dialect() dialect.Dialect { return abortingDialect{d.Driver.Dialect()} }
-
-type abortingDialect struct{ dialect.Dialect }
-
-func (abortingDialect) Complete(context.Context, dialect.Queryer, dialect.Table, dialect.CompleteArgs) error {
-	return dialect.Classified(dialect.ErrTxAborted, errors.New("test: current transaction is aborted, commands ignored until end of transaction block"))
-}
 
 // syncBuffer is a log destination for handlers on other goroutines.
 type syncBuffer struct {
@@ -73,7 +60,7 @@ func TestAnswerAfterAbortedTransaction(t *testing.T) {
 	} {
 		t.Run(http.StatusText(tc.answer), func(t *testing.T) {
 			lite := idemtest.NewSQLite(t, idem.Config{})
-			store, err := idem.New[*sql.Tx](abortingDriver{lite.Driver}, idem.Config{})
+			store, err := idem.New[*sql.Tx](aborting.Driver{Driver: lite.Driver}, idem.Config{})
 			if err != nil {
 				t.Fatal(err)
 			}
