@@ -203,10 +203,11 @@ func (b *lockedBuffer) String() string {
 // TestHTTPAnswerAfterUniqueViolation: through idemhttp and its Transport,
 // on PostgreSQL. The handler's 409 after an aborted transaction reaches
 // the client (not a 503 that the Transport keeps retrying), unstored and
-// logged as a WARN with the cause; every attempt runs the handler again.
-// A 201 after the failure becomes 500 "handler-failed", which the
-// Transport does not retry. In a savepoint the 409 is stored: the
-// Transport's retry gets it replayed.
+// logged as a WARN with the cause: the Transport takes it as final, and a
+// second call with the same key runs the handler again. A 201 after the
+// failure becomes 500 "handler-failed", which the Transport does not
+// retry. In a savepoint the 409 is stored: the second call gets it
+// replayed.
 func TestHTTPAnswerAfterUniqueViolation(t *testing.T) {
 	for _, tc := range []struct {
 		way       string
@@ -214,14 +215,14 @@ func TestHTTPAnswerAfterUniqueViolation(t *testing.T) {
 		email     string
 		status    int
 		code      string // the problem's code, for the middleware's own answers
-		runs      int64
-		attempts  int
+		runs      int64  // handler runs over the two calls
+		replayed  bool   // the second call's answer is a replay
 		logged    string
 		notLogged string
 	}{
-		{way: "plain", okStatus: 201, email: "taken@example.com", status: 409, runs: 3, attempts: 3, logged: "level=WARN", notLogged: "level=ERROR"},
-		{way: "plain-201", okStatus: 201, email: "taken@example.com", status: 500, code: "handler-failed", runs: 1, attempts: 1, logged: "level=ERROR"},
-		{way: "savepoint", okStatus: 201, email: "taken@example.com", status: 409, runs: 1, attempts: 2, notLogged: "level=WARN"},
+		{way: "plain", okStatus: 201, email: "taken@example.com", status: 409, runs: 2, logged: "level=WARN", notLogged: "level=ERROR"},
+		{way: "plain-201", okStatus: 201, email: "taken@example.com", status: 500, code: "handler-failed", runs: 2, logged: "level=ERROR"},
+		{way: "savepoint", okStatus: 201, email: "taken@example.com", status: 409, runs: 1, replayed: true, notLogged: "level=WARN"},
 	} {
 		t.Run(tc.way, func(t *testing.T) {
 			a := newAccounts(t)
@@ -252,31 +253,37 @@ func TestHTTPAnswerAfterUniqueViolation(t *testing.T) {
 			})))
 			srv := httptest.NewServer(mux)
 			defer srv.Close()
-			attempts := 1
+			retries := 0
 			client := &http.Client{Transport: &idemhttp.Transport{
 				MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: 10 * time.Millisecond,
-				OnRetry: func(idemhttp.RetryEvent) { attempts++ },
+				OnRetry: func(idemhttp.RetryEvent) { retries++ },
 			}}
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()
-			req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/accounts", strings.NewReader(tc.email))
-			if err != nil {
-				t.Fatal(err)
+			for call := 1; call <= 2; call++ {
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/accounts", strings.NewReader(tc.email))
+				if err != nil {
+					t.Fatal(err)
+				}
+				req.Header.Set(idemhttp.HeaderKey, "sign-up-"+tc.way)
+				resp, err := client.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != tc.status || (tc.code != "" && !strings.Contains(string(body), fmt.Sprintf(`"code":%q`, tc.code))) {
+					t.Fatalf("call %d: the client got %d %s, want %d %s", call, resp.StatusCode, body, tc.status, tc.code)
+				}
+				if tc.status == http.StatusConflict && !strings.Contains(string(body), "email taken") {
+					t.Errorf("call %d: the client got %s, want the handler's own 409", call, body)
+				}
+				if replayed := resp.Header.Get(idemhttp.HeaderReplayed) != ""; call == 2 && replayed != tc.replayed {
+					t.Errorf("call 2: replayed %v, want %v", replayed, tc.replayed)
+				}
 			}
-			resp, err := client.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != tc.status || (tc.code != "" && !strings.Contains(string(body), fmt.Sprintf(`"code":%q`, tc.code))) {
-				t.Fatalf("the client got %d %s, want %d %s", resp.StatusCode, body, tc.status, tc.code)
-			}
-			if tc.status == http.StatusConflict && !strings.Contains(string(body), "email taken") {
-				t.Errorf("the client got %s, want the handler's own 409", body)
-			}
-			if a.runs.Load() != tc.runs || attempts != tc.attempts {
-				t.Errorf("the handler ran %d times in %d attempts, want %d in %d", a.runs.Load(), attempts, tc.runs, tc.attempts)
+			if a.runs.Load() != tc.runs || retries != 0 {
+				t.Errorf("the handler ran %d times with %d retries over two calls, want %d with none", a.runs.Load(), retries, tc.runs)
 			}
 			log := logged.String()
 			if tc.logged != "" && (!strings.Contains(log, tc.logged) || !strings.Contains(log, "aborted")) {

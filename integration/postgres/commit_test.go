@@ -264,7 +264,11 @@ func TestCommitContextEndedBeforeSend(t *testing.T) {
 	for _, deferred := range []bool{false, true} {
 		t.Run(fmt.Sprintf("deferred=%v", deferred), func(t *testing.T) {
 			t.Run("pgx", func(t *testing.T) { commitAfterContextEnded(t, pgxDriver, deferred) })
-			t.Run("database-sql", func(t *testing.T) { commitAfterContextEnded(t, sqlDriver, deferred) })
+			if !deferred {
+				// Plain database/sql sends every statement at once: it
+				// holds none for COMMIT.
+				t.Run("database-sql", func(t *testing.T) { commitAfterContextEnded(t, sqlDriver, deferred) })
+			}
 			t.Run("hold-begin", func(t *testing.T) { commitAfterContextEnded(t, heldDriver, deferred) })
 		})
 	}
@@ -298,7 +302,7 @@ func commitAfterContextEnded[TTx any](t *testing.T, d dialect.Driver[TTx], defer
 	if deferred {
 		held = dialect.DeferToCommit(tx, dialect.Statement{SQL: "INSERT INTO " + table + " (k) VALUES ('with-commit')"})
 		if !held {
-			t.Skip("the transaction does not hold statements for COMMIT")
+			t.Fatal("the transaction does not hold statements for COMMIT")
 		}
 	}
 	end()
