@@ -175,8 +175,9 @@ func New[TTx any](store *idem.Store[TTx], cfg Config) (*Server[TTx], error) {
 // protects a unary call only, and a stream must never run as if it were
 // protected. DefaultProtect selects no stream. A call already inside a run
 // of the same store (this interceptor installed twice, or two Servers on
-// one store) goes through untouched: its handler works in the outer run's
-// transaction. On a client it does nothing.
+// one store) goes through untouched when it carries that run's key or none:
+// its handler works in the outer run's transaction; with another key it is
+// refused (INTERCEPTOR_NESTED). On a client it does nothing.
 func (s *Server[TTx]) Interceptor() connect.Interceptor { return serverInterceptor[TTx]{s} }
 
 type serverInterceptor[TTx any] struct{ s *Server[TTx] }

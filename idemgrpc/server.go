@@ -189,8 +189,9 @@ func New[TTx any](store *idem.Store[TTx], cfg Config) (*Server[TTx], error) {
 // needs gRPC's own stream): call it in an interceptor outside this one.
 //
 // A call already inside a run of the same store (this interceptor chained
-// twice, or two Servers on one store) goes through untouched: its handler
-// works in the outer run's transaction.
+// twice, or two Servers on one store) goes through untouched when it
+// carries that run's key or none: its handler works in the outer run's
+// transaction. With another key it is refused (INTERCEPTOR_NESTED).
 func (s *Server[TTx]) UnaryInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		if !s.cfg.Protect(info.FullMethod) {

@@ -15,9 +15,10 @@ type runKey struct{}
 // handlerRun is what one run of a handler inside a transaction shares with
 // the middleware.
 type handlerRun struct {
-	store any // the middleware's *idem.Store
-	tx    any // Wrap's transaction
-	lease any // WrapLease's *idem.Lease
+	store any    // the middleware's *idem.Store
+	key   string // the idempotency key the run protects
+	tx    any    // Wrap's transaction
+	lease any    // WrapLease's *idem.Lease
 
 	mu  sync.Mutex
 	err error

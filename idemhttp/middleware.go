@@ -233,10 +233,13 @@ func New[TTx any](store *idem.Store[TTx], cfg Config) (*Middleware[TTx], error) 
 // A request that already runs inside a Wrap of the same Store (the
 // middleware installed on a group and again on its route, or by two
 // Middlewares of that Store) goes straight to next, which runs once, in
-// that outer run's transaction. A nesting that cannot work is refused with
-// 500 "middleware-nested", logged, and nothing is stored: Wrap inside
-// WrapLease of the same Store (or the reverse), a Wrap of another Store,
-// or a Wrap inside a function of the Store's own Do or DoLease.
+// that outer run's transaction, when it carries the outer run's key or
+// none. A nesting that cannot work is refused with 500
+// "middleware-nested", logged, and nothing is stored: a request with
+// another key (a handler that serves sub-requests through the router:
+// their keys would never be recorded), Wrap inside WrapLease of the same
+// Store (or the reverse), a Wrap of another Store, or a Wrap inside a
+// function of the Store's own Do or DoLease.
 func (m *Middleware[TTx]) Wrap(next http.Handler) http.Handler {
 	return m.protect(next, false, m.serve)
 }
@@ -264,7 +267,7 @@ func (m *Middleware[TTx]) protect(next http.Handler, leased bool, serve func(htt
 			next.ServeHTTP(w, r)
 			return
 		}
-		switch inside, err := m.nesting(r.Context(), leased); {
+		switch inside, err := m.nesting(r, leased); {
 		case err != nil:
 			m.refuseNested(w, r, err)
 			return
@@ -353,7 +356,7 @@ func (m *Middleware[TTx]) serve(w http.ResponseWriter, r *http.Request, route st
 	res, err := m.store.Do(r.Context(), req, func(ctx context.Context, tx TTx) (idem.Response, error) {
 		var resp idem.Response
 		var err error
-		last, resp, err = m.run(ctx, r, body, next, &handlerRun{store: m.store, tx: tx})
+		last, resp, err = m.run(ctx, r, body, next, &handlerRun{store: m.store, key: req.Key, tx: tx})
 		return resp, err
 	})
 	m.answer(w, r, req, res, err, last)
@@ -372,7 +375,7 @@ func (m *Middleware[TTx]) serveLease(w http.ResponseWriter, r *http.Request, rou
 	res, err := m.store.DoLease(r.Context(), req, func(ctx context.Context, l *idem.Lease[TTx]) (idem.Response, error) {
 		var resp idem.Response
 		var err error
-		last, resp, err = m.run(ctx, r, body, next, &handlerRun{store: m.store, lease: l})
+		last, resp, err = m.run(ctx, r, body, next, &handlerRun{store: m.store, key: req.Key, lease: l})
 		return resp, err
 	})
 	m.answer(w, r, req, res, err, last)

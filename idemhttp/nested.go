@@ -1,7 +1,6 @@
 package idemhttp
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,19 +17,26 @@ var errNested = errors.New("idemhttp: middleware nested on one route")
 //
 // Inside a run of its own store in the same mode (Wrap in Wrap, WrapLease
 // in WrapLease: a group's middleware and the route's, two Middlewares of
-// one Store), the outer run already protects the request: the handler
-// runs once, in the outer run's transaction or lease, and its answer is
-// stored once. Claiming the key again would wait on the outer run's own
-// claim and answer 409, which the outer run would store.
+// one Store), for a request with the outer run's key or none, the outer
+// run already protects the request: the handler runs once, in the outer
+// run's transaction or lease, and its answer is stored once. Claiming the
+// key again would wait on the outer run's own claim and answer 409, which
+// the outer run would store.
 //
-// Everything else is refused: the other mode of the same store (the
-// handler would miss the transaction or lease it expects), a Wrap of
-// another Store (one request would claim its key in two stores, and the
-// handler would see the inner transaction only), and a request inside a
-// function the store's Do or DoLease runs without this package.
-func (m *Middleware[TTx]) nesting(ctx context.Context, leased bool) (inside bool, err error) {
+// Everything else is refused: a request with another key (a handler that
+// sends sub-requests through the router: passed through, their keys would
+// never be recorded, and a later retry of one would do its work again),
+// the other mode of the same store (the handler would miss the
+// transaction or lease it expects), a Wrap of another Store (one request
+// would claim its key in two stores, and the handler would see the inner
+// transaction only), and a request inside a function the store's Do or
+// DoLease runs without this package.
+func (m *Middleware[TTx]) nesting(r *http.Request, leased bool) (inside bool, err error) {
+	ctx := r.Context()
 	run, underHTTP := ctx.Value(runKey{}).(*handlerRun)
 	switch {
+	case underHTTP && run.store == any(m.store) && !sameKey(r.Header.Values(HeaderKey), run.key):
+		return true, fmt.Errorf("%w: a request with another idempotency key runs inside the run of this store's middleware (a handler serving sub-requests through the router?): its key would never be recorded; call the sub-requests' handlers without the middleware, inside the outer run", errNested)
 	case underHTTP && run.store == any(m.store) && (run.lease != nil) == leased:
 		return true, nil
 	case underHTTP && run.store == any(m.store):
@@ -45,6 +51,13 @@ func (m *Middleware[TTx]) nesting(ctx context.Context, leased bool) (inside bool
 		return true, fmt.Errorf("%w: it runs inside a function of this store's Do or DoLease: claiming its key again would wait on that run's own claim; call the handler without the middleware there", errNested)
 	}
 	return false, nil
+}
+
+// sameKey reports whether a request inside a run, with the key header
+// values keys, is the run's own request as far as its key goes: it
+// carries the run's key, or none.
+func sameKey(keys []string, runKey string) bool {
+	return len(keys) == 0 || (len(keys) == 1 && keys[0] == runKey)
 }
 
 func modeOf(leased bool) string {

@@ -116,6 +116,9 @@ func TestNestedSameStore(t *testing.T) {
 		{"WrapLease in WrapLease", func(a, b *idemhttp.Middleware[*sql.Tx], h http.Handler) http.Handler {
 			return a.WrapLease(b.WrapLease(h))
 		}},
+		{"a sub-request without a key in Wrap", func(a, _ *idemhttp.Middleware[*sql.Tx], h http.Handler) http.Handler {
+			return a.Wrap(subRequest("", a.Wrap(h)))
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -180,6 +183,14 @@ func TestNestedRefused(t *testing.T) {
 				}
 			})
 		}, "inside a function of this store's Do or DoLease"},
+		{"a sub-request with another key in Wrap", func(t *testing.T, app *nestApp, _ *idem.Store[*sql.Tx]) http.Handler {
+			mw := app.middleware(t, app.store)
+			return mw.Wrap(subRequest("item-1", mw.Wrap(http.HandlerFunc(app.create))))
+		}, "a request with another idempotency key"},
+		{"a sub-request with another key in WrapLease", func(t *testing.T, app *nestApp, _ *idem.Store[*sql.Tx]) http.Handler {
+			mw := app.middleware(t, app.store)
+			return mw.WrapLease(subRequest("item-1", mw.WrapLease(http.HandlerFunc(app.create))))
+		}, "a request with another idempotency key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -211,4 +222,18 @@ func TestNestedRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// subRequest is a handler that serves its request's sub-request through
+// next, as a batch endpoint does through its router: the same request
+// and context, with key as its idempotency key (none when empty).
+func subRequest(key string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sub := r.Clone(r.Context())
+		sub.Header.Del(idemhttp.HeaderKey)
+		if key != "" {
+			sub.Header.Set(idemhttp.HeaderKey, key)
+		}
+		next.ServeHTTP(w, sub)
+	})
 }

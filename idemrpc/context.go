@@ -6,10 +6,11 @@ import "context"
 type txKey struct{}
 
 // run is what one run of a handler inside a transaction gets: the
-// transaction, and the store whose run it is.
+// transaction, the store whose run it is, and the key it protects.
 type run struct {
 	tx    any
 	store any
+	key   string
 }
 
 // Tx returns the transaction the server runs the handler in, from the
@@ -27,14 +28,12 @@ func Tx[TTx any](ctx context.Context) (TTx, bool) {
 	return tx, ok
 }
 
-func withTx(ctx context.Context, tx, store any) context.Context {
-	return context.WithValue(ctx, txKey{}, &run{tx: tx, store: store})
+func withTx(ctx context.Context, tx, store any, key string) context.Context {
+	return context.WithValue(ctx, txKey{}, &run{tx: tx, store: store, key: key})
 }
 
-// runStore is the store of the server run ctx is in; nil outside one.
-func runStore(ctx context.Context) any {
-	if r, ok := ctx.Value(txKey{}).(*run); ok {
-		return r.store
-	}
-	return nil
+// runOf is the server run ctx is in; nil outside one.
+func runOf(ctx context.Context) *run {
+	r, _ := ctx.Value(txKey{}).(*run)
+	return r
 }

@@ -100,8 +100,8 @@ type Verdict int
 const (
 	// Pass: run the handler as if the interceptor were not there: a
 	// keyless call under KeyOptional, or one already inside a run of the
-	// same store (an interceptor chained twice), whose handler then works
-	// in the outer run's transaction.
+	// same store (an interceptor chained twice) with that run's key or
+	// none, whose handler then works in the outer run's transaction.
 	Pass Verdict = iota + 1
 	// Ran: the handler's last run answers, as it answered, with that
 	// run's header and trailer only; Served.Committed says whether it was
@@ -168,11 +168,11 @@ func Unstorable(err error) error { return &unstorableError{err: err} }
 // included, and forget an earlier run's: with Ran, only the last run's
 // answer may reach the client, since the others were rolled back.
 func (s *Server[TTx]) Serve(ctx context.Context, call Call, run idem.Func[TTx]) (Served, error) {
-	if outer := runStore(ctx); outer != nil || s.store.InRun(ctx) {
-		if outer == any(s.store) {
+	if outer := runOf(ctx); outer != nil || s.store.InRun(ctx) {
+		if outer != nil && outer.store == any(s.store) && sameKey(call.Keys, outer.key) {
 			return Served{Verdict: Pass}, nil // the outer run protects it
 		}
-		s.cfg.Logger.LogAttrs(ctx, slog.LevelError, s.cfg.Transport+": refused a call inside another run: a server of this store runs it only inside its own server's run (installed twice); not inside a bare Do, an HTTP middleware's run or another store's server",
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelError, s.cfg.Transport+": refused a call inside another run: a server of this store runs it only inside its own server's run (installed twice), with that call's key or none; not with another key (its key would never be recorded), inside a bare Do, an HTTP middleware's run or another store's server",
 			slog.String(s.cfg.Subject, call.Method))
 		return Served{}, &Error{Code: Internal, Reason: ReasonNested,
 			Message: "the service is misconfigured: this " + s.cfg.Subject + " is protected twice; nothing was done"}
@@ -207,7 +207,7 @@ func (s *Server[TTx]) Serve(ctx context.Context, call Call, run idem.Func[TTx]) 
 	}
 	if !found && err == nil {
 		res, err = s.store.Do(ctx, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
-			return run(withTx(ctx, tx, s.store), tx)
+			return run(withTx(ctx, tx, s.store, key), tx)
 		})
 	}
 	if err != nil {
@@ -328,4 +328,13 @@ func (s *Server[TTx]) Stream(ctx context.Context, method string, keys []string, 
 		slog.String(s.cfg.Subject, method))
 	return &Error{Code: Unimplemented, Reason: ReasonStreamUnsupported,
 		Message: "this " + s.cfg.Subject + " is a stream, which idempotency keys cannot protect; it was refused rather than run unprotected; nothing was done"}
+}
+
+// sameKey reports whether a call inside a run, with the key metadata
+// values keys, is the run's own call as far as its key goes: it carries
+// the run's key, or none. One with another key is refused: passed
+// through, its key would never be recorded, and a later retry of it
+// would do its work again.
+func sameKey(keys []string, runKey string) bool {
+	return len(keys) == 0 || (len(keys) == 1 && keys[0] == runKey)
 }

@@ -227,7 +227,8 @@ func (k *keyless) Observe(_ context.Context, e idem.Event) {
 }
 
 // TestServePass: a keyless call under KeyOptional, and a call inside a
-// run of the same store, are let through without a run of their own.
+// run of the same store with its key or none, are let through without a
+// run of their own.
 func TestServePass(t *testing.T) {
 	events := &keyless{}
 	f := newFixture(t, idem.Config{Observer: events}, idemrpc.Config{KeyOptional: true})
@@ -259,6 +260,15 @@ func TestServePass(t *testing.T) {
 		// apart from this run's.
 		if _, err := other.srv.Serve(ctx, call("a", "k1"), other.answer(nil)); !isNested(err) {
 			return idem.Response{}, fmt.Errorf("another store's server inside: %v, want %s", err, idemrpc.ReasonNested)
+		}
+		// A call with another key (a handler calling another protected
+		// handler in process) is refused: passed through, its key would
+		// never be recorded. One without a key goes through.
+		if _, err := f.srv.Serve(ctx, call("b", "k9"), f.answer(nil)); !isNested(err) {
+			return idem.Response{}, fmt.Errorf("a call with another key inside: %v, want %s", err, idemrpc.ReasonNested)
+		}
+		if keyless, err := f.srv.Serve(ctx, call("b"), f.answer(nil)); err != nil || keyless.Verdict != idemrpc.Pass {
+			return idem.Response{}, fmt.Errorf("a call without a key inside: %+v, %v, want Pass", keyless, err)
 		}
 		return idem.Response{Status: idem.NoStatus, Body: []byte("outer")}, nil
 	})
