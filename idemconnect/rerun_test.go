@@ -47,3 +47,43 @@ func TestRerunsRanOut(t *testing.T) {
 		})
 	}
 }
+
+// TestRerunSeesTheRequestAsSent: a run rolled back for a retryable
+// database error that changed its request in place (its message, its
+// header) does not hand the change to the next run: every run sees the
+// request the client sent, which is what the fingerprint covers.
+func TestRerunSeesTheRequestAsSent(t *testing.T) {
+	o := newOrders(t, idem.Config{})
+	var seen []string
+	h := func(ctx context.Context, req *connect.Request[structpb.Struct]) (*connect.Response[structpb.Struct], error) {
+		seen = append(seen, req.Msg.GetFields()["item"].GetStringValue())
+		resp, err := o.create(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		if len(seen) == 1 {
+			req.Msg.Fields["item"] = structpb.NewStringValue("book, gift-wrapped") // edits in place
+			req.Msg.Fields["fee"] = structpb.NewNumberValue(5)
+			req.Header().Set("X-Discount", "applied")
+			return nil, fmt.Errorf("insert order: %w", idem.ErrSerialization)
+		}
+		if _, ok := req.Msg.Fields["fee"]; ok {
+			return nil, fmt.Errorf("run %d sees the fee the rolled-back run added", len(seen))
+		}
+		if d := req.Header().Get("X-Discount"); d != "" {
+			return nil, fmt.Errorf("run %d sees the header the rolled-back run set", len(seen))
+		}
+		return resp, nil
+	}
+	srv := serve(t, h, newServer(t, o, idemconnect.Config{}).Interceptor())
+	resp, err := call(t, client(srv, createOrder, protocols[0]), map[string]any{"item": "book"}, idemconnect.HeaderKey, "k1", "Tenant", "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Msg.GetFields()["item"].GetStringValue(); got != "book" {
+		t.Errorf("answer's item %q, want book", got)
+	}
+	if len(seen) != 2 || seen[1] != "book" {
+		t.Errorf("the runs saw items %q, want [book book]", seen)
+	}
+}

@@ -218,6 +218,39 @@ func outputType(spec connect.Spec) (protoreflect.MessageType, error) {
 	return dynamicpb.NewMessageType(md.Output()), nil
 }
 
+// requestReset returns what to call before each run of the handler: the
+// first call keeps a copy of req's message and header as the client sent
+// them, and each later one puts them back in place. A run the database
+// rolled back may have changed its request (set a default, appended an
+// item, added a header); the next run must see what the client sent,
+// which is what the fingerprint covers.
+func requestReset(req connect.AnyRequest) func() {
+	m, _ := req.Any().(proto.Message)
+	if m != nil && !m.ProtoReflect().IsValid() {
+		m = nil // a nil message: nothing to keep
+	}
+	var (
+		kept   bool
+		msg    proto.Message
+		header http.Header
+	)
+	return func() {
+		if !kept {
+			kept = true
+			header = req.Header().Clone()
+			if m != nil {
+				msg = proto.Clone(m)
+			}
+			return
+		}
+		resetHeader(req.Header(), header)
+		if m != nil {
+			proto.Reset(m)
+			proto.Merge(m, msg)
+		}
+	}
+}
+
 // answer is what one run of the handler answered; what it set through
 // connect.CallInfo stays in the CallInfo.
 type answer struct {
@@ -259,8 +292,10 @@ func (s *Server[TTx]) serve(ctx context.Context, req connect.AnyRequest, next co
 	}
 
 	var last answer // the handler's last run
+	resetRequest := requestReset(req)
 	served, err := s.core.Serve(ctx, call, func(ctx context.Context, _ TTx) (idem.Response, error) {
 		restore()
+		resetRequest()
 		resp, herr := next(ctx, req)
 		last = answer{resp: resp, err: herr}
 		var infoHeader, infoTrailer http.Header

@@ -188,6 +188,10 @@ func New[TTx any](store *idem.Store[TTx], cfg Config) (*Server[TTx], error) {
 // once, and grpc.SetSendCompressor fails on the handler's context (it
 // needs gRPC's own stream): call it in an interceptor outside this one.
 //
+// Each run of the handler gets the request as the client sent it: a later
+// run (after a retryable database error) gets a copy, never what a
+// rolled-back run changed in place.
+//
 // A call already inside a run of the same store (this interceptor chained
 // twice, or two Servers on one store) goes through untouched when it
 // carries that run's key or none: its handler works in the outer run's
@@ -211,8 +215,9 @@ func (s *Server[TTx]) UnaryInterceptor() grpc.UnaryServerInterceptor {
 			call.FormerScope = formerScope(principal, method)
 		}
 		var last answer // the handler's last run
+		next := runRequests(req)
 		served, err := s.core.Serve(ctx, call, func(ctx context.Context, _ TTx) (idem.Response, error) {
-			return s.run(ctx, req, method, handler, &last)
+			return s.run(ctx, next(), method, handler, &last)
 		})
 		if err != nil {
 			return nil, statusOf(err)
@@ -254,6 +259,27 @@ func (s *Server[TTx]) StreamInterceptor() grpc.StreamServerInterceptor {
 			return statusOf(err)
 		}
 		return handler(srv, ss)
+	}
+}
+
+// runRequests returns what gives each run of the handler its request: req
+// itself to the first, and to each later one a copy of req as the client
+// sent it (taken before the first run). A run the database rolled back
+// may have changed its request in place (set a default, appended an
+// item); the next run must see what the client sent, which is what the
+// fingerprint covers.
+func runRequests(req any) func() any {
+	m, ok := req.(proto.Message)
+	if !ok || !m.ProtoReflect().IsValid() { // no message, or a nil one
+		return func() any { return req }
+	}
+	var sent proto.Message
+	return func() any {
+		if sent == nil {
+			sent = proto.Clone(m)
+			return req
+		}
+		return proto.Clone(sent)
 	}
 }
 
