@@ -106,7 +106,10 @@ func announcesBody(r *http.Request) bool {
 // parsedForm reports whether the form r's handler sees was parsed from
 // its body before the middleware ran: a multipart form that
 // ParseMultipartForm (or FormValue) read, or an url-encoded one that
-// ParseForm read (net/http reads one for POST, PUT and PATCH only).
+// ParseForm read. net/http reads one for POST, PUT and PATCH only, and
+// leaves PostForm empty for other methods; a method override in front
+// may have parsed a POST's form and then changed the method, so for
+// those a form with a value was parsed from the body too.
 func parsedForm(r *http.Request) bool {
 	if r.MultipartForm != nil {
 		return !multipartByReader(r.MultipartForm)
@@ -117,7 +120,9 @@ func parsedForm(r *http.Request) bool {
 	switch r.Method {
 	case http.MethodPost, http.MethodPut, http.MethodPatch:
 	default:
-		return false
+		if len(r.PostForm) == 0 {
+			return false
+		}
 	}
 	ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	return err == nil && ct == "application/x-www-form-urlencoded"
