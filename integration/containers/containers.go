@@ -27,8 +27,9 @@
 // Clusters: [Galera] starts a three-node MariaDB Galera cluster, shared by
 // the test binary like the servers above; [StartPostgresReplication] starts
 // a PostgreSQL primary with a streaming standby for one test, which may kill
-// the primary and promote the standby. Each cluster runs on Docker networks
-// of its own.
+// the primary and promote the standby; [PgBouncers] starts a PostgreSQL
+// server behind PgBouncer 1.18 and 1.26, shared by the test binary. Each
+// runs on Docker networks of its own.
 //
 // Every container and network started here carries the label [Label], so
 // strays left by a killed test binary can be found and removed with
@@ -76,8 +77,8 @@ const (
 	// start; [DefaultMySQLImage] when unset.
 	EnvMySQLImage = "IDEM_MYSQL_IMAGE"
 	// EnvRequire names the variable listing the backends ("postgres",
-	// "mysql", "nats", "galera", or "all"), comma-separated, whose absence fails
-	// tests instead of skipping them.
+	// "mysql", "nats", "galera", "pgbouncer", or "all"), comma-separated,
+	// whose absence fails tests instead of skipping them.
 	EnvRequire = "IDEM_REQUIRE"
 )
 
@@ -93,7 +94,7 @@ const (
 
 // Label is the key of the Docker label set on every container and network
 // this package starts; its value is the backend or cluster: "postgres",
-// "mysql", "nats", "galera", "postgres-replication".
+// "mysql", "nats", "galera", "postgres-replication", "pgbouncer".
 const Label = "org.idemkit.idem.test"
 
 // Credentials of the servers started here.
@@ -204,7 +205,7 @@ func MySQL(tb testing.TB) string {
 // fail. Call it after m.Run in TestMain (see [Main]): with Ryuk disabled
 // nothing else removes the containers.
 func Terminate() error {
-	return errors.Join(postgresServer.terminate(), mysqlServer.terminate(), natsServer.terminate(), terminateGalera())
+	return errors.Join(postgresServer.terminate(), mysqlServer.terminate(), natsServer.terminate(), terminateGalera(), terminatePgBouncers())
 }
 
 // Main runs the tests of m, calls [Terminate], reports its error on stderr,
