@@ -1,0 +1,127 @@
+package retryload_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemtest"
+	"github.com/idemkit/idem/integration/retryload"
+)
+
+// recorder keeps the errors a Run reports instead of failing the test.
+type recorder struct {
+	testing.TB
+	mu   sync.Mutex
+	errs []string
+}
+
+func (r *recorder) Helper() {}
+
+func (r *recorder) Errorf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}
+
+// effects is the effect table of a test on SQLite.
+func effects(db *sql.DB) func(ctx context.Context) (map[string][]string, error) {
+	return func(ctx context.Context) (map[string][]string, error) {
+		rows, err := db.QueryContext(ctx, "SELECT k, nonce FROM effects")
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		m := map[string][]string{}
+		for rows.Next() {
+			var k, n string
+			if err := rows.Scan(&k, &n); err != nil {
+				return nil, err
+			}
+			m[k] = append(m[k], n)
+		}
+		return m, rows.Err()
+	}
+}
+
+// TestRunFindsBrokenPromises: the checks fail a run whose store keeps an
+// effect twice or answers other than it stored, and pass a sound one.
+func TestRunFindsBrokenPromises(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// broken changes the load so that a promise breaks.
+		broken func(l *retryload.Load[*sql.Tx], db *sql.DB)
+		want   string // in a reported error; "" for none
+	}{
+		{name: "sound"},
+		{
+			name: "effect written twice",
+			broken: func(l *retryload.Load[*sql.Tx], _ *sql.DB) {
+				l.Insert = func(ctx context.Context, tx *sql.Tx, key, nonce string) error {
+					_, err := tx.ExecContext(ctx, "INSERT INTO effects (k, nonce) VALUES (?, ?), (?, ?)", key, nonce, key, nonce)
+					return err
+				}
+			},
+			want: "2 effects, want exactly one",
+		},
+		{
+			name: "stored answer changed",
+			broken: func(l *retryload.Load[*sql.Tx], db *sql.DB) {
+				l.Fault = func(ctx context.Context) error {
+					_, err := db.ExecContext(ctx, "UPDATE idempotency_keys SET body = CAST('other' AS BLOB) WHERE status IS NOT NULL")
+					return err
+				}
+			},
+			want: `the record answers "other"`,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lite := idemtest.NewSQLite(t, idem.Config{})
+			if _, err := lite.DB.ExecContext(t.Context(), "CREATE TABLE effects (k TEXT NOT NULL, nonce TEXT NOT NULL)"); err != nil {
+				t.Fatal(err)
+			}
+			l := &retryload.Load[*sql.Tx]{
+				Store: lite.Store,
+				Insert: func(ctx context.Context, tx *sql.Tx, key, nonce string) error {
+					_, err := tx.ExecContext(ctx, "INSERT INTO effects (k, nonce) VALUES (?, ?)", key, nonce)
+					return err
+				},
+				Effects:    effects(lite.DB),
+				Workers:    4,
+				Intentions: 40,
+				Timeout:    time.Minute,
+			}
+			if tc.broken != nil {
+				tc.broken(l, lite.DB)
+			}
+			rec := &recorder{TB: t}
+			l.Run(rec)
+			got := strings.Join(rec.errs, "\n")
+			switch {
+			case tc.want == "" && got != "":
+				t.Errorf("a sound run reported:\n%s", got)
+			case tc.want != "" && !strings.Contains(got, tc.want):
+				t.Errorf("reported %q, want an error containing %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestMeaning names the meanings of retryable errors.
+func TestMeaning(t *testing.T) {
+	for err, want := range map[error]string{
+		fmt.Errorf("x: %w", idem.ErrCommitUnknown): "commit-unknown",
+		idem.ErrUnavailable:                        "unavailable",
+		errors.New("plain"):                        "other",
+	} {
+		if got := retryload.Meaning(err); got != want {
+			t.Errorf("Meaning(%v) = %q, want %q", err, got, want)
+		}
+	}
+}
