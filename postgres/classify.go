@@ -25,6 +25,8 @@ const (
 	characterNotInRepertoire   = "22021"
 	untranslatableCharacter    = "22P05"
 	programLimitExceeded       = "54000"
+	duplicatePreparedStatement = "42P05"
+	invalidStatementName       = "26000" // the prepared statement named does not exist
 	// notClaimedCode is the SQLSTATE the guarded completion raises when it
 	// updated no row (a division by a count of zero).
 	notClaimedCode = "22012"
@@ -77,9 +79,33 @@ func (*postgresDialect) Classify(err error) error {
 		return dialect.Classified(dialect.ErrInvalidValue, err)
 	case pe.Code == programLimitExceeded:
 		return dialect.Classified(dialect.ErrTooLarge, err)
+	case pe.Code == duplicatePreparedStatement, pe.Code == invalidStatementName:
+		return dialect.Classified(dialect.ErrInvalidConfig, &statementsError{err})
 	}
 	return err
 }
+
+// ErrPreparedStatements marks a prepared statement the server connection
+// did not have (SQLSTATE 26000) or already had (42P05) although the client's
+// session prepared it or never did: the session does not own its server
+// connection. That is what a proxy in transaction pooling mode does to a
+// driver that caches prepared statements per connection (pgx by default):
+// PgBouncer before 1.21, or later without max_prepared_statements, and any
+// pooler without prepared statement support. The error, also classified
+// ErrInvalidConfig and never retried, says what to set; docs/clusters.md
+// lists the combinations that work.
+var ErrPreparedStatements = errors.New("postgres: prepared statements of another session: behind a transaction-pooling proxy, " +
+	"set max_prepared_statements in PgBouncer (1.21 or later), " +
+	"or put default_query_exec_mode=exec (or simple_protocol) in the DSN")
+
+// statementsError is a 42P05 or 26000 with ErrPreparedStatements' advice.
+type statementsError struct{ err error }
+
+func (e *statementsError) Error() string {
+	return e.err.Error() + "; " + ErrPreparedStatements.Error()
+}
+
+func (e *statementsError) Unwrap() []error { return []error{e.err, ErrPreparedStatements} }
 
 // commitError classifies an error from COMMIT: a server error or one raised
 // before anything was sent is a known failure; anything else (the

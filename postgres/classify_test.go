@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,6 +31,10 @@ func TestClassify(t *testing.T) {
 		{"54000", dialect.ErrTooLarge},
 		// CockroachDB: "statement completion unknown" at COMMIT.
 		{"40003", dialect.ErrCommitUnknown},
+		// A session's prepared statements on another session's server
+		// connection (a transaction-pooling proxy).
+		{"42P05", ErrPreparedStatements},
+		{"26000", ErrPreparedStatements},
 	} {
 		pe := &pgconn.PgError{Code: tc.code, Message: "message text is never read"}
 		err := d.Classify(fmt.Errorf("wrapped: %w", pe))
@@ -39,6 +44,13 @@ func TestClassify(t *testing.T) {
 		var got *pgconn.PgError
 		if !errors.As(err, &got) || got != pe {
 			t.Errorf("SQLSTATE %s: the *pgconn.PgError is lost", tc.code)
+		}
+	}
+	for _, code := range []string{"42P05", "26000"} {
+		err := d.Classify(&pgconn.PgError{Code: code, Message: `prepared statement "stmtcache_1" does not exist`})
+		if !errors.Is(err, dialect.ErrInvalidConfig) || !strings.Contains(err.Error(), "max_prepared_statements") ||
+			!strings.Contains(err.Error(), "default_query_exec_mode=exec") || !strings.Contains(err.Error(), "stmtcache_1") {
+			t.Errorf("SQLSTATE %s: %q, want ErrInvalidConfig, the server's message and what to set", code, err)
 		}
 	}
 	other := &pgconn.PgError{Code: "23503"} // foreign key: no meaning of ours

@@ -127,7 +127,9 @@ func checkServer(ctx context.Context, q dialect.Queryer) error {
 		},
 	})
 	if err != nil {
-		return fmt.Errorf("postgres: inspect server: %w", err)
+		// Classified, so that a pooler's prepared statement mismatch
+		// says what to set here already.
+		return fmt.Errorf("postgres: inspect server: %w", newDialect().Classify(err))
 	}
 	if version < minServerVersion {
 		return fmt.Errorf("postgres: %w: server version %d is older than PostgreSQL 13", dialect.ErrInvalidConfig, version)
