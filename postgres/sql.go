@@ -107,10 +107,30 @@ func (d *SQLDriver) Begin(ctx context.Context, opts dialect.BeginOptions) (diale
 	return sqlTx{tx}, nil
 }
 
-// sqlTx pipelines statements on the transaction's connection.
+// sqlTx pipelines statements on the transaction's connection, and sends
+// none once a statement of the transaction failed (aborted.go).
 type sqlTx struct{ *dialect.SQLTx }
 
 var _ dialect.Pipeliner = sqlTx{}
+
+// failed reports errTxFailed when a statement of the transaction failed.
+func (t sqlTx) failed() error {
+	return onConn(t.Conn(), func(c *stdlib.Conn) error { return failed(c.Conn().PgConn()) })
+}
+
+func (t sqlTx) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	if err := t.failed(); err != nil {
+		return 0, err
+	}
+	return t.SQLTx.Exec(ctx, query, args...)
+}
+
+func (t sqlTx) Query(ctx context.Context, query string, args ...any) (dialect.Rows, error) {
+	if err := t.failed(); err != nil {
+		return nil, err
+	}
+	return t.SQLTx.Query(ctx, query, args...)
+}
 
 // Pipeline sends stmts on the pgx connection under the transaction, in one
 // round trip; the server runs them inside the transaction.
@@ -120,6 +140,9 @@ func (t sqlTx) Pipeline(ctx context.Context, stmts ...dialect.Statement) error {
 		// ended); the batch must never run outside it.
 		if c.Conn().PgConn().TxStatus() == 'I' {
 			return errEnded
+		}
+		if err := failed(c.Conn().PgConn()); err != nil {
+			return err
 		}
 		return sendBatch(ctx, c.Conn(), batchOf(stmts...))
 	})
