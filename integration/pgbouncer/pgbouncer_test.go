@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemkit/idem/conformance"
 	"github.com/idemkit/idem/dialect"
+	"github.com/idemkit/idem/integration/commitcut"
 	"github.com/idemkit/idem/integration/containers"
 	"github.com/idemkit/idem/postgres"
 )
@@ -75,7 +76,8 @@ func pool(t testing.TB, dsn string, maxConns int32) *pgxpool.Pool {
 }
 
 // TestConformance runs the suite, the model-based tests and History
-// included, in every combination.
+// included, in every combination; a lost COMMIT is cut on the client's
+// side of the pooler (commitcut, in exec mode).
 func TestConformance(t *testing.T) {
 	set := containers.PgBouncers(t)
 	for _, c := range combinations {
@@ -102,6 +104,11 @@ func TestConformance(t *testing.T) {
 						t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
 						return tx
 					},
+					BreakCommit: func(t *testing.T) conformance.CommitBreaker[pgx.Tx] {
+						return commitcut.Breaker(t, b.DSN+c.settings, func(pool *pgxpool.Pool) (dialect.Driver[pgx.Tx], error) {
+							return postgres.New(t.Context(), pool, postgres.Options{Isolation: c.level})
+						})
+					},
 				})
 			default:
 				var db *sql.DB
@@ -123,6 +130,16 @@ func TestConformance(t *testing.T) {
 					InsertLegacy: insertLegacy,
 					BeginReadOnly: func(t *testing.T, _ dialect.Driver[*sql.Tx]) *sql.Tx {
 						return conformance.BeginReadOnlySQL(t, db, "")
+					},
+					BreakCommit: func(t *testing.T) conformance.CommitBreaker[*sql.Tx] {
+						return commitcut.Breaker(t, b.DSN+c.settings, func(pool *pgxpool.Pool) (dialect.Driver[*sql.Tx], error) {
+							db := stdlib.OpenDBFromPool(pool)
+							if c.api == "hold-begin" {
+								db = sql.OpenDB(postgres.HoldBegin(stdlib.GetPoolConnector(pool)))
+							}
+							t.Cleanup(func() { db.Close() })
+							return postgres.NewSQL(t.Context(), db, postgres.Options{Isolation: c.level})
+						})
 					},
 				})
 			}

@@ -1,80 +1,24 @@
 package postgres_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/conformance"
 	"github.com/idemkit/idem/dialect"
+	"github.com/idemkit/idem/integration/commitcut"
 	"github.com/idemkit/idem/integration/containers"
 	"github.com/idemkit/idem/postgres"
 )
-
-// commitMsg is the text of the COMMIT statement on the wire, NUL-terminated
-// as in a simple Query or a Parse message. The test pool runs in
-// pgx.QueryExecModeExec, so the COMMIT's Parse travels in the same write as
-// its Execute: cutting that write cuts after COMMIT left.
-var commitMsg = []byte("commit\x00")
-
-// cutter breaks the connection right after the next COMMIT is sent, once
-// armed: the server may or may not commit, the client cannot know.
-type cutter struct {
-	armed atomic.Bool
-	// writeFails makes the Write that carried COMMIT report an error;
-	// otherwise the Write succeeds and the answer never arrives.
-	writeFails atomic.Bool
-	// stall keeps the connection open but swallows every byte the server
-	// sends after COMMIT, until the client gives up on its own.
-	stall atomic.Bool
-	cuts  atomic.Int32
-}
-
-type cutConn struct {
-	net.Conn
-	c       *cutter
-	stalled atomic.Bool
-}
-
-func (c *cutConn) Read(b []byte) (int, error) {
-	for c.stalled.Load() {
-		if _, err := c.Conn.Read(b); err != nil {
-			return 0, err // the client's deadline, or the close that follows
-		}
-	}
-	return c.Conn.Read(b)
-}
-
-var errReset = errors.New("cutter: connection reset after the bytes left")
-
-func (c *cutConn) Write(b []byte) (int, error) {
-	if bytes.Contains(b, commitMsg) && c.c.armed.CompareAndSwap(true, false) {
-		n, err := c.Conn.Write(b)
-		c.c.cuts.Add(1)
-		if c.c.stall.Load() {
-			c.stalled.Store(true)
-			return n, err
-		}
-		c.Conn.Close()
-		if err == nil && c.c.writeFails.Load() {
-			err = errReset
-		}
-		return n, err
-	}
-	return c.Conn.Write(b)
-}
 
 // TestCommitOutcomeUnknown: when the connection breaks after COMMIT was
 // sent, or the answer does not come within the store's commit timeout, Do
@@ -83,8 +27,8 @@ func (c *cutConn) Write(b []byte) (int, error) {
 func TestCommitOutcomeUnknown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cut := &cutter{}
-	pool := cutPool(ctx, t, cut, 4)
+	cut := &commitcut.Cutter{}
+	pool := commitcut.Pool(ctx, t, containers.Postgres(t), cut, 4)
 	db := stdlib.OpenDBFromPool(pool)
 	t.Cleanup(func() { db.Close() })
 
@@ -106,59 +50,20 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 		{name: "answer-stalls-past-commit-timeout", stall: true},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
-			cut.writeFails.Store(mode.writeFails)
-			cut.stall.Store(mode.stall)
+			cut.WriteFails.Store(mode.writeFails)
+			cut.Stall.Store(mode.stall)
 			t.Run("pgx", func(t *testing.T) { commitUnknown(ctx, t, pgxDriver, cut, mode.stall) })
 			t.Run("database-sql", func(t *testing.T) { commitUnknown(ctx, t, sqlDriver, cut, mode.stall) })
 		})
 	}
 }
 
-// cutPool returns a pool on the test server whose connections go through
-// cut, closed when t ends.
-func cutPool(ctx context.Context, t *testing.T, cut *cutter, maxConns int32) *pgxpool.Pool {
-	t.Helper()
-	cfg, err := pgxpool.ParseConfig(containers.Postgres(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dialer net.Dialer
-	cfg.ConnConfig.TLSConfig = nil // the cutter reads the plain protocol
-	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := dialer.DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return &cutConn{Conn: c, c: cut}, nil
-	}
-	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
-	cfg.MaxConns = maxConns
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
-}
-
-// commitBreaker is a conformance.CommitBreaker on a pool of its own: the
-// next COMMIT sent after Arm loses its answer (the connection closes once
-// the COMMIT left).
+// commitBreaker is a conformance.CommitBreaker on the test server.
 func commitBreaker[TTx any](t *testing.T, driver func(*pgxpool.Pool) (dialect.Driver[TTx], error)) conformance.CommitBreaker[TTx] {
-	t.Helper()
-	cut := &cutter{}
-	d, err := driver(cutPool(t.Context(), t, cut, 4))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return conformance.CommitBreaker[TTx]{
-		Driver: d,
-		Arm:    func() { cut.armed.Store(true) },
-		Broken: func() int { return int(cut.cuts.Load()) },
-	}
+	return commitcut.Breaker(t, containers.Postgres(t), driver)
 }
 
-func commitUnknown[TTx any](ctx context.Context, t *testing.T, d dialect.Driver[TTx], cut *cutter, stall bool) {
+func commitUnknown[TTx any](ctx context.Context, t *testing.T, d dialect.Driver[TTx], cut *commitcut.Cutter, stall bool) {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	table := "idemcommit_" + hex.EncodeToString(b)
@@ -192,14 +97,14 @@ func commitUnknown[TTx any](ctx context.Context, t *testing.T, d dialect.Driver[
 			if _, err := q.Exec(ctx, "INSERT INTO "+effects+" (k) VALUES ('x')"); err != nil {
 				return idem.Response{}, err
 			}
-			cut.armed.Store(arm)
+			cut.Armed.Store(arm)
 			return idem.Response{Status: 201, Body: []byte("done")}, nil
 		}
 	}
-	before := cut.cuts.Load()
+	before := cut.Cuts.Load()
 	_, doErr := store.Do(ctx, req, work(true))
-	cut.armed.Store(false)
-	if got := cut.cuts.Load() - before; got != 1 {
+	cut.Armed.Store(false)
+	if got := cut.Cuts.Load() - before; got != 1 {
 		t.Fatalf("the connection was cut %d times, want 1 (COMMIT not seen on the wire?)", got)
 	}
 	if doErr == nil {
@@ -231,11 +136,11 @@ func commitUnknown[TTx any](ctx context.Context, t *testing.T, d dialect.Driver[
 	}
 	// A purge batch's COMMIT (the plain commit path, with no completion
 	// sent along) is reported the same way.
-	before = cut.cuts.Load()
-	cut.armed.Store(true)
+	before = cut.Cuts.Load()
+	cut.Armed.Store(true)
 	_, purgeErr := store.Purge(ctx)
-	cut.armed.Store(false)
-	if got := cut.cuts.Load() - before; got != 1 {
+	cut.Armed.Store(false)
+	if got := cut.Cuts.Load() - before; got != 1 {
 		t.Fatalf("the connection was cut %d times during Purge, want 1", got)
 	}
 	if !errors.Is(purgeErr, idem.ErrCommitUnknown) {
