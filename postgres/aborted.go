@@ -7,18 +7,22 @@ import (
 )
 
 // A transaction in which a statement failed refuses every later statement
-// but its end (SQLSTATE 25P02). On database/sql, idem's own statements
-// after such a failure (the completion, a read-back) are not sent: the
-// connection's last ReadyForQuery said the transaction failed ('E'), so the
-// answer is known. Sending them anyway costs a round trip, and behind
-// PgBouncer 1.21 or later with max_prepared_statements it costs the
-// connection: the server refuses the Parse of a statement not yet prepared,
-// PgBouncer still records it as the client's, and the client's next Parse
-// of it ends the session ("prepared statement name is already in use",
-// FATAL 08P01), which looks like a lost connection and made Do run the
-// function again (integration/pgbouncer's TestFailedStatementKeepsConnection).
-// The pgx Driver and HoldBegin send the completion with COMMIT, which
-// PgBouncer passes without that harm (the same test).
+// but its end (SQLSTATE 25P02). In the transactions Do and DoLease begin on
+// database/sql, idem's own statements after such a failure (the completion,
+// a read-back) are not sent: the connection's last ReadyForQuery said the
+// transaction failed ('E'), so the answer is known. Sending them anyway
+// costs a round trip, and behind PgBouncer 1.21 or later with
+// max_prepared_statements it cost the connection: pgx's single-statement
+// path prepares the statement first, the server refuses that Parse,
+// PgBouncer records the statement as the client's all the same, pgx does
+// not, and the client's next Parse of it makes PgBouncer end the session
+// ("prepared statement name is already in use", FATAL 08P01), which looked
+// like a lost connection and made Do run the function again
+// (integration/pgbouncer's TestFailedStatementKeepsConnection). The pgx
+// Driver and HoldBegin send the completion in a batch with COMMIT, and pgx
+// forgets a statement whose Parse failed in a batch: not hit (the same
+// test). A completion through Store.Claim on the caller's own transaction
+// is sent as before.
 
 // failedTxStatus is the transaction status of a ReadyForQuery after a
 // failed statement inside a transaction block.

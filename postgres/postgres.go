@@ -93,6 +93,7 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 
 	"github.com/idemkit/idem/dialect"
@@ -127,9 +128,12 @@ func checkServer(ctx context.Context, q dialect.Queryer) error {
 		},
 	})
 	if err != nil {
-		// Classified, so that a pooler's prepared statement mismatch
-		// says what to set here already.
-		return fmt.Errorf("postgres: inspect server: %w", newDialect().Classify(err))
+		// A pooler's prepared statement mismatch says what to set here
+		// already.
+		if c := (*postgresDialect)(nil).Classify(err); errors.Is(c, ErrPreparedStatements) {
+			err = c
+		}
+		return fmt.Errorf("postgres: inspect server: %w", err)
 	}
 	if version < minServerVersion {
 		return fmt.Errorf("postgres: %w: server version %d is older than PostgreSQL 13", dialect.ErrInvalidConfig, version)

@@ -118,6 +118,8 @@ func (t sqlTx) failed() error {
 	return onConn(t.Conn(), func(c *stdlib.Conn) error { return failed(c.Conn().PgConn()) })
 }
 
+// Exec runs a statement of idem's in the transaction, unless a statement
+// failed before (errTxFailed).
 func (t sqlTx) Exec(ctx context.Context, query string, args ...any) (int64, error) {
 	if err := t.failed(); err != nil {
 		return 0, err
@@ -125,6 +127,8 @@ func (t sqlTx) Exec(ctx context.Context, query string, args ...any) (int64, erro
 	return t.SQLTx.Exec(ctx, query, args...)
 }
 
+// Query runs a query of idem's in the transaction, unless a statement
+// failed before (errTxFailed).
 func (t sqlTx) Query(ctx context.Context, query string, args ...any) (dialect.Rows, error) {
 	if err := t.failed(); err != nil {
 		return nil, err

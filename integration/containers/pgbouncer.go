@@ -48,8 +48,10 @@ const PgBouncerMaxPreparedStatements = 200
 // with two PgBouncers in front of it in transaction pooling mode, on a
 // network of their own: Old is PgBouncer 1.18, which does not know about
 // prepared statements; New is PgBouncer 1.26 with max_prepared_statements
-// set. Each serves the database idem twice: as idem, with a pool of 20
-// server connections, and as idem_one, with one.
+// set. Each serves the database idem twice: as idem, with a pool of 40
+// server connections (as many as a test's pool has clients, so that
+// waiters never starve a holder of the server connection it needs), and as
+// idem_one, with one.
 type PgBouncerSetup struct {
 	// Server is the DSN of the PostgreSQL server itself.
 	Server string
@@ -236,7 +238,7 @@ func (s *PgBouncerSetup) startPooler(ctx context.Context, b *PgBouncer, image, m
 		"PGBOUNCER_BACKEND":   "postgres:5432",
 		"PGBOUNCER_USER":      pgUser,
 		"PGBOUNCER_PASSWORD":  pgPassword,
-		"PGBOUNCER_POOL_SIZE": "20",
+		"PGBOUNCER_POOL_SIZE": "40",
 		"PGBOUNCER_DATABASES": "idem_one = host=postgres port=5432 dbname=" + pgDatabase + " pool_size=1",
 	}
 	if maxPrepared != "" {

@@ -3,6 +3,7 @@ package pgbouncer_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,9 +21,9 @@ const benchClients = 16
 // server direct: the bare write (BEGIN; INSERT an order; COMMIT) and the
 // same write inside Store.Do, through each pooler in the mode it supports,
 // with 16 requests at once on a pool of 20 connections. The figures in
-// docs/clusters.md come from
+// docs/clusters.md come from (without -race, which ./scripts/test adds)
 //
-//	./scripts/test -run '^$' -bench Pooler -benchtime 3s ./integration/pgbouncer/
+//	cd integration && go test -run '^$' -bench Pooler -benchtime 3s -count 3 ./pgbouncer/
 func BenchmarkPooler(b *testing.B) {
 	set := containers.PgBouncers(b)
 	direct := pool(b, set.Server, 4)
@@ -69,7 +70,8 @@ func BenchmarkPooler(b *testing.B) {
 // parallel runs op b.N times with benchClients goroutines, each call
 // bounded by 10 s, and reports requests per second.
 func parallel(b *testing.B, op func(context.Context) error) {
-	b.SetParallelism((benchClients + 1) / 2) // GOMAXPROCS × this ≥ 16 on 2 cores
+	procs := runtime.GOMAXPROCS(0)
+	b.SetParallelism((benchClients + procs - 1) / procs) // GOMAXPROCS × this ≥ 16
 	begin := time.Now()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

@@ -44,9 +44,11 @@ func TestFailedStatementKeepsConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = direct.Exec(context.Background(), "DROP TABLE IF EXISTS "+taken) })
-	for _, api := range []string{"pgx", "database/sql", "hold-begin"} {
+	for i, api := range []string{"pgx", "database/sql", "hold-begin"} {
 		t.Run(api, func(t *testing.T) {
-			table := fmt.Sprintf("idem_failed_%d_%d", suffix, len(api))
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			table := fmt.Sprintf("idem_failed_%d_%d", suffix, i)
 			retries := &retryCounter{}
 			_, p := newStore(t, set.Server, set.New.DSN, table, 1, idem.Config{})
 			do := func(key string, failFirst bool) (idem.Result, int, error) {
@@ -56,8 +58,7 @@ func TestFailedStatementKeepsConnection(t *testing.T) {
 				work := func(ctx context.Context, exec func(ctx context.Context, q string) error) (idem.Response, error) {
 					calls++
 					if failFirst {
-						err := exec(ctx, "INSERT INTO "+taken+" VALUES ('taken')")
-						if err == nil {
+						if exec(ctx, "INSERT INTO "+taken+" VALUES ('taken')") == nil {
 							return idem.Response{}, fmt.Errorf("the duplicate insert did not fail")
 						}
 						return idem.Response{Status: 409, Body: []byte("taken")}, nil
@@ -67,12 +68,15 @@ func TestFailedStatementKeepsConnection(t *testing.T) {
 				cfg := idem.Config{Table: table, Observer: retries}
 				switch api {
 				case "pgx":
-					d, derr := postgres.New(t.Context(), p, postgres.Options{})
+					d, derr := postgres.New(ctx, p, postgres.Options{})
 					if derr != nil {
 						t.Fatal(derr)
 					}
-					s, _ := idem.New(d, cfg)
-					res, err = s.Do(t.Context(), req(key), func(ctx context.Context, tx pgx.Tx) (idem.Response, error) {
+					s, serr := idem.New(d, cfg)
+					if serr != nil {
+						t.Fatal(serr)
+					}
+					res, err = s.Do(ctx, req(key), func(ctx context.Context, tx pgx.Tx) (idem.Response, error) {
 						return work(ctx, func(ctx context.Context, q string) error { _, err := tx.Exec(ctx, q); return err })
 					})
 				default:
@@ -84,12 +88,15 @@ func TestFailedStatementKeepsConnection(t *testing.T) {
 						db = sql.OpenDB(connector)
 					}
 					defer db.Close()
-					d, derr := postgres.NewSQL(t.Context(), db, postgres.Options{})
+					d, derr := postgres.NewSQL(ctx, db, postgres.Options{})
 					if derr != nil {
 						t.Fatal(derr)
 					}
-					s, _ := idem.New(d, cfg)
-					res, err = s.Do(t.Context(), req(key), func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+					s, serr := idem.New(d, cfg)
+					if serr != nil {
+						t.Fatal(serr)
+					}
+					res, err = s.Do(ctx, req(key), func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
 						return work(ctx, func(ctx context.Context, q string) error { _, err := tx.ExecContext(ctx, q); return err })
 					})
 				}

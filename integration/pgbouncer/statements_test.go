@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -79,12 +80,16 @@ func TestStatementCacheWithoutTracking(t *testing.T) {
 		{set.New, false},
 	} {
 		t.Run(tc.bouncer.Version, func(t *testing.T) {
+			// Behind a pool of one server connection a stuck call would
+			// wait for PgBouncer's query_wait_timeout (120 s).
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
 			table := "idem_cache_" + strings.ReplaceAll(tc.bouncer.Version, ".", "_")
 			dsn := tc.bouncer.Database("idem_one")
 			first, _ := newStore(t, set.Server, dsn, table, 1, idem.Config{})
 
 			// postgres.New on a second client connection.
-			_, err := postgres.New(t.Context(), pool(t, dsn, 1), postgres.Options{})
+			_, err := postgres.New(ctx, pool(t, dsn, 1), postgres.Options{})
 			if tc.fails {
 				wantAdvice(t, "postgres.New", tc.bouncer, err)
 			} else if err != nil {
@@ -92,14 +97,14 @@ func TestStatementCacheWithoutTracking(t *testing.T) {
 			}
 
 			// Do on a third, whose New ran on a fresh server connection.
-			if err := console(t.Context(), tc.bouncer, "RECONNECT idem_one"); err != nil {
+			if err := console(ctx, tc.bouncer, "RECONNECT idem_one"); err != nil {
 				t.Fatal(err)
 			}
 			third, _ := newStore(t, set.Server, dsn, table, 1, idem.Config{})
-			if res, err := first.Do(t.Context(), req("first"), answer("first")); err != nil || !res.Committed {
+			if res, err := first.Do(ctx, req("first"), answer("first")); err != nil || !res.Committed {
 				t.Fatalf("first connection: %v, %v", res.Outcome, err)
 			}
-			res, err := third.Do(t.Context(), req("third"), answer("third"))
+			res, err := third.Do(ctx, req("third"), answer("third"))
 			if !tc.fails {
 				if err != nil || !res.Committed {
 					t.Fatalf("third connection: %v, %v", res.Outcome, err)
@@ -110,7 +115,7 @@ func TestStatementCacheWithoutTracking(t *testing.T) {
 			// Nothing of the failed request is stored: the corrected
 			// pool does the work.
 			fixed, _ := newStore(t, set.Server, dsn+"&default_query_exec_mode=exec", table, 1, idem.Config{})
-			res, err = fixed.Do(t.Context(), req("third"), answer("third, fixed"))
+			res, err = fixed.Do(ctx, req("third"), answer("third, fixed"))
 			if err != nil || !res.Committed || string(res.Response.Body) != "third, fixed" {
 				t.Fatalf("with default_query_exec_mode=exec: %v %q, %v; want the work done", res.Outcome, res.Response.Body, err)
 			}

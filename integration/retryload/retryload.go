@@ -63,8 +63,9 @@ type Load[TTx any] struct {
 	Timeout, CallTimeout          time.Duration
 	// Scope of the requests; "retryload POST /orders" when empty.
 	Scope string
-	// Pause after a retryable error; 50 ms when zero.
-	Pause time.Duration
+	// Pause after a retryable error, doubled after each further one of the
+	// same intention, up to MaxPause; 50 ms and 1 s when zero.
+	Pause, MaxPause time.Duration
 
 	obs *retries
 }
@@ -100,8 +101,8 @@ type Report struct {
 	// Calls is the number of Do calls in all.
 	Calls int
 	// CommitUnknown counts calls that returned ErrCommitUnknown; Resolved
-	// counts how the next successful call of those intentions ended
-	// ("won" or "replay").
+	// counts how the intentions that met an unknown outcome (such a call,
+	// or a call whose own deadline passed) ended ("won" or "replay").
 	CommitUnknown int
 	Resolved      map[string]int
 	// Errors counts the retryable errors calls returned, by meaning
@@ -136,8 +137,9 @@ type run[TTx any] struct {
 	t    testing.TB
 	ctx  context.Context
 	keys []string
-	done atomic.Int64
-	held chan struct{}
+	// finished counts the intentions that ended, done or given up.
+	finished atomic.Int64
+	held     chan struct{}
 
 	mu      sync.Mutex
 	report  Report
@@ -189,14 +191,19 @@ func (l *Load[TTx]) defaults() {
 	if l.CallTimeout <= 0 {
 		l.CallTimeout = DefaultCallTimeout
 	}
-	if l.FaultAfter <= 0 {
-		l.FaultAfter = l.Intentions / 3
+	// The fault runs once FaultAfter intentions ended and keys past
+	// FaultAfter + 4×Workers wait for it: both must be within the load.
+	if l.FaultAfter <= 0 || l.FaultAfter+4*l.Workers >= l.Intentions {
+		l.FaultAfter = max(0, min(l.Intentions/3, l.Intentions-4*l.Workers-1))
 	}
 	if l.Scope == "" {
 		l.Scope = "retryload POST /orders"
 	}
 	if l.Pause <= 0 {
 		l.Pause = 50 * time.Millisecond
+	}
+	if l.MaxPause <= 0 {
+		l.MaxPause = time.Second
 	}
 }
 
@@ -225,6 +232,7 @@ func (r *run[TTx]) drive() {
 		wg.Go(func() {
 			for key := range queue {
 				r.intention(key)
+				r.finished.Add(1)
 			}
 		})
 	}
@@ -235,7 +243,7 @@ func (r *run[TTx]) drive() {
 		if r.l.Fault == nil {
 			return
 		}
-		for r.done.Load() < int64(r.l.FaultAfter) {
+		for r.finished.Load() < int64(r.l.FaultAfter) {
 			select {
 			case <-r.ctx.Done():
 				ferr = r.ctx.Err()
@@ -263,6 +271,7 @@ func (r *run[TTx]) drive() {
 // the run's time.
 func (r *run[TTx]) intention(key string) {
 	unknown := false
+	pause := r.l.Pause
 	for call := 1; call <= r.l.MaxCalls; call++ {
 		ctx, cancel := context.WithTimeout(r.ctx, r.l.CallTimeout)
 		res, err := r.l.Store.Do(ctx, r.request(key), r.work(key))
@@ -277,7 +286,6 @@ func (r *run[TTx]) intention(key string) {
 				r.report.Resolved[res.Outcome.String()]++
 			}
 			r.mu.Unlock()
-			r.done.Add(1)
 			return
 		}
 		switch {
@@ -307,8 +315,9 @@ func (r *run[TTx]) intention(key string) {
 		}
 		select {
 		case <-r.ctx.Done():
-		case <-time.After(r.l.Pause):
+		case <-time.After(pause):
 		}
+		pause = min(2*pause, r.l.MaxPause)
 	}
 	r.t.Errorf("retryload: key %s: not done after %d calls", key, r.l.MaxCalls)
 }

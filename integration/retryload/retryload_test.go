@@ -50,8 +50,10 @@ func effects(db *sql.DB) func(ctx context.Context) (map[string][]string, error) 
 	}
 }
 
-// TestRunFindsBrokenPromises: the checks fail a run whose store keeps an
-// effect twice or answers other than it stored, and pass a sound one.
+// TestRunFindsBrokenPromises: each check fails a run that breaks its
+// promise (an effect kept twice, a record that does not name the execution
+// that committed, an answer other than the stored one, a record pending or
+// lost), and a sound run passes them all.
 func TestRunFindsBrokenPromises(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -79,6 +81,36 @@ func TestRunFindsBrokenPromises(t *testing.T) {
 				}
 			},
 			want: `the record answers "other"`,
+		},
+		{
+			name: "stored status changed",
+			broken: func(l *retryload.Load[*sql.Tx], db *sql.DB) {
+				l.Fault = func(ctx context.Context) error {
+					_, err := db.ExecContext(ctx, "UPDATE idempotency_keys SET status = 299 WHERE status IS NOT NULL")
+					return err
+				}
+			},
+			want: "the stored answer is 299",
+		},
+		{
+			name: "records left pending",
+			broken: func(l *retryload.Load[*sql.Tx], db *sql.DB) {
+				l.Fault = func(ctx context.Context) error {
+					_, err := db.ExecContext(ctx, "UPDATE idempotency_keys SET status = NULL, header = NULL, body = NULL")
+					return err
+				}
+			},
+			want: "its record is pending",
+		},
+		{
+			name: "records lost",
+			broken: func(l *retryload.Load[*sql.Tx], db *sql.DB) {
+				l.Fault = func(ctx context.Context) error {
+					_, err := db.ExecContext(ctx, "DELETE FROM idempotency_keys")
+					return err
+				}
+			},
+			want: "no record beside its effect",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

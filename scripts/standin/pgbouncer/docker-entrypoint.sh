@@ -14,7 +14,8 @@
 #   PGBOUNCER_MAX_CLIENT_CONN    (default 500)
 #   PGBOUNCER_MAX_PREPARED_STATEMENTS  prepared statements PgBouncer tracks
 #                                per server connection (1.21 and later; unset
-#                                leaves PgBouncer's default, 0 before 1.22)
+#                                leaves PgBouncer's default: 0 before 1.24,
+#                                200 since)
 #   PGBOUNCER_DATABASES          more [databases] lines, newline-separated
 #                                (every database name is also served as is)
 # With arguments, they are run instead, as a command.
