@@ -3,6 +3,7 @@ package mysql
 import (
 	"database/sql/driver"
 	"errors"
+	"strings"
 
 	mysqldriver "github.com/go-sql-driver/mysql"
 
@@ -34,7 +35,9 @@ const (
 const (
 	erErrorDuringCommit    = 1180 // Galera: the write set could not be replicated (the node left the primary component)
 	erRollbackDuringCommit = 3101 // MySQL Group Replication: the transaction lost certification at COMMIT
+	erRunHookError         = 3100 // MySQL Group Replication: the before_commit hook failed (the member left the group, or lost its majority)
 	erInteractionTimeout   = 4031 // MySQL 8.0.24+: the server closed an idle connection
+	erConnHostError        = 2003 // a client error a proxy sends as its own (MySQL Router: no destination answers)
 )
 
 // Error numbers of TiDB (MySQL and MariaDB use none in 8000-9999).
@@ -52,7 +55,7 @@ const (
 
 // Classify maps *mysql.MySQLError numbers and the driver's packet limit to
 // the dialect meanings.
-func (*mysqlDialect) Classify(err error) error {
+func (d *mysqlDialect) Classify(err error) error {
 	if err == nil || dialect.IsClassified(err) {
 		return err
 	}
@@ -76,13 +79,18 @@ func (*mysqlDialect) Classify(err error) error {
 		return dialect.Classified(dialect.ErrSerialization, err)
 	case erLockWaitTimeout, erLockNowait:
 		return dialect.Classified(dialect.ErrLockTimeout, err)
-	case erReadOnlyTransaction, erOptionPreventsStmt:
+	case erOptionPreventsStmt:
+		if d != nil && d.groupMember {
+			return dialect.Classified(dialect.ErrUnavailable, err)
+		}
+		return dialect.Classified(dialect.ErrReadOnly, err)
+	case erReadOnlyTransaction:
 		return dialect.Classified(dialect.ErrReadOnly, err)
 	case erNetPacketTooLarge, erDataTooLong, erTooBigRowsize, erWarnAllowedPacket, erLongDataTooLarge:
 		return dialect.Classified(dialect.ErrTooLarge, err)
 	case erTruncatedWrongValue:
 		return dialect.Classified(dialect.ErrInvalidValue, err)
-	case erConCount, erUnknownCom, erServerShutdown, erConnectionKilled, erErrorDuringCommit, erInteractionTimeout,
+	case erConCount, erUnknownCom, erServerShutdown, erConnectionKilled, erErrorDuringCommit, erInteractionTimeout, erConnHostError,
 		tidbPDTimeout, tidbTiKVTimeout, tidbTiKVBusy, tidbRegionUnavailable:
 		return dialect.Classified(dialect.ErrUnavailable, err)
 	}
@@ -104,6 +112,16 @@ func isNumber(err error, n uint16) bool {
 //   - 1062 on TiDB in optimistic mode, where uniqueness is checked at
 //     COMMIT: another transaction committed the key first and this one was
 //     rolled back. A retry meets that record and replays it.
+//   - 1180 naming the storage engine's error 149 (HA_ERR_LOCK_DEADLOCK,
+//     "Lock deadlock; Retry transaction"): the engine rolled the
+//     transaction back at COMMIT, as a Group Replication member does to a
+//     local transaction that meets a remote one applied first. A known
+//     rollback: ErrDeadlock, retried.
+//   - 3100 on a Group Replication member: its before_commit hook failed,
+//     typically because the member lost the group's majority while the
+//     transaction waited for certification. The member rolls back, but
+//     the write set may have reached the majority, which certifies and
+//     commits it: the outcome is unknown (grouprepl.go).
 func commitError(err error) error {
 	if err == nil {
 		return nil
@@ -112,6 +130,11 @@ func commitError(err error) error {
 	if errors.As(err, &me) {
 		switch me.Number {
 		case erErrorDuringCommit:
+			if strings.Contains(me.Message, "Got error 149 ") {
+				return dialect.Classified(dialect.ErrDeadlock, err)
+			}
+			return dialect.Classified(dialect.ErrCommitUnknown, err)
+		case erRunHookError:
 			return dialect.Classified(dialect.ErrCommitUnknown, err)
 		case erDupEntry:
 			return dialect.Classified(dialect.ErrSerialization, err)

@@ -114,6 +114,7 @@ func TestClassifyClusterErrors(t *testing.T) {
 		{1180, "Galera: write set not replicated", dialect.ErrUnavailable},
 		{3101, "MySQL Group Replication: rolled back at COMMIT", dialect.ErrSerialization},
 		{4031, "MySQL: idle connection closed by the server", dialect.ErrUnavailable},
+		{2003, "MySQL Router: no destination answers", dialect.ErrUnavailable},
 		{1205, "TiDB pessimistic lock wait", dialect.ErrLockTimeout},
 		{8002, "TiDB: SELECT FOR UPDATE write conflict", dialect.ErrSerialization},
 		{8005, "TiDB: write conflict", dialect.ErrSerialization},
@@ -124,11 +125,22 @@ func TestClassifyClusterErrors(t *testing.T) {
 		{9002, "TiDB: TiKV timeout", dialect.ErrUnavailable},
 		{9003, "TiDB: TiKV busy", dialect.ErrUnavailable},
 		{9005, "TiDB: region unavailable", dialect.ErrUnavailable},
-		{1290, "a read-only node (Group Replication secondary, super_read_only)", dialect.ErrReadOnly},
+		{1290, "a read-only server (read_only, super_read_only)", dialect.ErrReadOnly},
 	} {
 		me := &mysqldriver.MySQLError{Number: tc.number}
 		if err := d.Classify(fmt.Errorf("wrapped: %w", me)); !errors.Is(err, tc.want) {
 			t.Errorf("error %d (%s): %v, want %v", tc.number, tc.server, err, tc.want)
+		}
+	}
+	// On a Group Replication member, read-only is a secondary, or a new
+	// primary still in its election: another member, or this one in a
+	// moment, takes the write. 1792 (a READ ONLY transaction) stays
+	// read-only.
+	member := newDialect(0)
+	member.groupMember = true
+	for n, want := range map[uint16]error{1290: dialect.ErrUnavailable, 1792: dialect.ErrReadOnly, 3101: dialect.ErrSerialization} {
+		if err := member.Classify(&mysqldriver.MySQLError{Number: n}); !errors.Is(err, want) {
+			t.Errorf("error %d on a Group Replication member: %v, want %v", n, err, want)
 		}
 	}
 	// Numbers that carry no meaning idem could act on stay unclassified:
@@ -155,6 +167,7 @@ func TestCommitErrorClusters(t *testing.T) {
 		{"Galera node left the primary component while replicating", 1180, dialect.ErrCommitUnknown},
 		{"TiDB optimistic uniqueness check at COMMIT", 1062, dialect.ErrSerialization},
 		{"Galera node not ready: nothing was replicated", 1047, nil},
+		{"Group Replication member lost its majority waiting for certification", 3100, dialect.ErrCommitUnknown},
 	} {
 		me := &mysqldriver.MySQLError{Number: tc.number}
 		err := commitError(me)
@@ -168,9 +181,14 @@ func TestCommitErrorClusters(t *testing.T) {
 			t.Errorf("%s: the server error is lost: %v", tc.name, err)
 		}
 	}
+	// 1180 naming the engine's lock deadlock (149): rolled back, retried.
+	rolledBack := &mysqldriver.MySQLError{Number: 1180, Message: "Got error 149 - 'Lock deadlock; Retry transaction' during COMMIT"}
+	if err := commitError(rolledBack); !errors.Is(err, dialect.ErrDeadlock) || errors.Is(err, dialect.ErrCommitUnknown) {
+		t.Errorf("1180 with error 149 at COMMIT: %v, want ErrDeadlock, not an unknown outcome", err)
+	}
 	// Through Classify, as Do sees it: each is retried or reported as unknown.
 	d := newDialect(0)
-	for n, want := range map[uint16]error{1213: dialect.ErrDeadlock, 1047: dialect.ErrUnavailable, 1062: dialect.ErrSerialization, 1180: dialect.ErrCommitUnknown} {
+	for n, want := range map[uint16]error{1213: dialect.ErrDeadlock, 1047: dialect.ErrUnavailable, 1062: dialect.ErrSerialization, 1180: dialect.ErrCommitUnknown, 3100: dialect.ErrCommitUnknown, 3101: dialect.ErrSerialization} {
 		if err := d.Classify(commitError(&mysqldriver.MySQLError{Number: n})); !errors.Is(err, want) {
 			t.Errorf("COMMIT failing with %d, classified: %v, want %v", n, err, want)
 		}

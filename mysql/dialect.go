@@ -24,6 +24,10 @@ type mysqlDialect struct {
 	// causalLookups: a MariaDB Galera node; lookups wait until the node
 	// has applied what the cluster committed before them (galera.go).
 	causalLookups bool
+	// groupMember: a MySQL Group Replication member, where read-only
+	// (1290) means "not the primary now": another member, or this one
+	// after an election, takes the write (grouprepl.go).
+	groupMember bool
 	// certified: a Galera node (MariaDB's or Percona XtraDB Cluster's),
 	// where a transaction meets other nodes' writes at COMMIT
 	// (Capabilities.ConflictsAtCommit, galera.go).

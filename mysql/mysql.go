@@ -147,6 +147,8 @@ type server struct {
 	// locking read of a row changed after the transaction's snapshot fails
 	// with 1020 instead of reading the latest version.
 	snapshotIsolation bool
+	// groupMember: a MySQL Group Replication member (grouprepl.go).
+	groupMember bool
 }
 
 // New returns a Driver on db, after checking the server (ctx bounds that):
@@ -171,6 +173,7 @@ func New(ctx context.Context, db *sql.DB, opts Options) (*Driver, error) {
 	d.perStatementWait = srv.mariaDB
 	d.causalLookups = srv.mariaDB && srv.galera
 	d.certified = srv.galera
+	d.groupMember = srv.groupMember
 	d.latestLockedReads = srv.mariaDB && srv.snapshotIsolation
 	return &Driver{db: db, level: opts.Isolation, pool: pool, dialect: d}, nil
 }
@@ -194,11 +197,12 @@ func inspect(ctx context.Context, db *sql.DB) (server, error) {
 	if !strings.Contains(s.sqlMode, "STRICT_TRANS_TABLES") && !strings.Contains(s.sqlMode, "STRICT_ALL_TABLES") {
 		return s, fmt.Errorf("mysql: %w: sql_mode %q is not strict; idem needs STRICT_TRANS_TABLES or STRICT_ALL_TABLES so no value is silently truncated", dialect.ErrInvalidConfig, s.sqlMode)
 	}
-	vars, err := serverVariables(ctx, db, "wsrep_on", "wsrep_provider", "innodb_snapshot_isolation")
+	vars, err := serverVariables(ctx, db, "wsrep_on", "wsrep_provider", "innodb_snapshot_isolation", "group_replication_group_name")
 	if err != nil {
 		return s, err
 	}
 	s.galera = galeraNode(vars)
+	s.groupMember = vars["group_replication_group_name"] != ""
 	_, s.snapshotIsolation = vars["innodb_snapshot_isolation"]
 	return s, nil
 }
