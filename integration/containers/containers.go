@@ -30,7 +30,9 @@
 // the primary and promote the standby; [PgBouncers] starts a PostgreSQL
 // server behind PgBouncer 1.18 and 1.26, shared by the test binary;
 // [StartPatroni] starts a three-node Patroni cluster with etcd and HAProxy
-// for one test. Each runs on Docker networks of its own.
+// for one test; [StartGroupReplication] a three-member MySQL Group
+// Replication cluster with MySQL Router for one test. Each runs on Docker
+// networks of its own.
 //
 // Every container and network started here carries the label [Label], so
 // strays left by a killed test binary can be found and removed with
@@ -78,8 +80,9 @@ const (
 	// start; [DefaultMySQLImage] when unset.
 	EnvMySQLImage = "IDEM_MYSQL_IMAGE"
 	// EnvRequire names the variable listing the backends ("postgres",
-	// "mysql", "nats", "galera", "pgbouncer", "patroni", or "all"),
-	// comma-separated, whose absence fails tests instead of skipping them.
+	// "mysql", "nats", "galera", "pgbouncer", "patroni", "grouprepl", or
+	// "all"), comma-separated, whose absence fails tests instead of
+	// skipping them.
 	EnvRequire = "IDEM_REQUIRE"
 )
 
@@ -96,7 +99,7 @@ const (
 // Label is the key of the Docker label set on every container and network
 // this package starts; its value is the backend or cluster: "postgres",
 // "mysql", "nats", "galera", "postgres-replication", "pgbouncer",
-// "patroni".
+// "patroni", "grouprepl".
 const Label = "org.idemkit.idem.test"
 
 // Credentials of the servers started here.

@@ -88,9 +88,11 @@ func TestSwitchoverAndFailover(t *testing.T) {
 			var recovered time.Duration
 			var faultErr error
 			done := make(chan struct{})
-			l.Fault = func(ctx context.Context) error {
+			l.Fault = func(context.Context) error {
 				go func() {
 					defer close(done)
+					ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+					defer cancel()
 					begin := time.Now()
 					if faultErr = phase.fault(ctx, leader); faultErr == nil {
 						recovered, faultErr = firstCommit(ctx, l.Store, begin)
