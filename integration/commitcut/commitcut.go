@@ -66,7 +66,7 @@ func (c *cutConn) Write(b []byte) (int, error) {
 			c.stalled.Store(true)
 			return n, err
 		}
-		c.Conn.Close()
+		_ = c.Conn.Close()
 		if err == nil && c.c.WriteFails.Load() {
 			err = ErrReset
 		}
