@@ -21,8 +21,9 @@ import (
 // (integration/pgbouncer's TestFailedStatementKeepsConnection). The pgx
 // Driver and HoldBegin send the completion in a batch with COMMIT, and pgx
 // forgets a statement whose Parse failed in a batch: not hit (the same
-// test). A completion through Store.Claim on the caller's own transaction
-// is sent as before.
+// test). Store.Claim on the caller's pgx.Tx (Wrap) is checked like
+// database/sql's; on the caller's *sql.Tx idem cannot see the connection's
+// status, and its statements are sent as before.
 
 // failedTxStatus is the transaction status of a ReadyForQuery after a
 // failed statement inside a transaction block.

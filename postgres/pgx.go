@@ -63,12 +63,52 @@ func (d *Driver) Pool() dialect.Queryer { return pgxQueryer{d.pool} }
 
 // Wrap adapts a pgx.Tx the caller began on this database, for Store.Claim.
 // It returns an error wrapping ErrBadTx for a nil transaction; statements
-// on a finished one fail with ErrTxDone.
+// on a finished one fail with ErrTxDone, and once a statement of the
+// transaction failed idem's are not sent (ErrTxAborted, aborted.go).
 func (d *Driver) Wrap(tx pgx.Tx) (dialect.Queryer, error) {
 	if tx == nil {
 		return nil, fmt.Errorf("%w: nil pgx.Tx", dialect.ErrBadTx)
 	}
-	return pgxQueryer{tx}, nil
+	return callerTx{pgxQueryer{tx}, tx}, nil
+}
+
+// callerTx is a caller's pgx.Tx that sends none of idem's statements once
+// a statement of the transaction failed.
+type callerTx struct {
+	pgxQueryer
+	tx pgx.Tx
+}
+
+var _ dialect.Pipeliner = callerTx{}
+
+// failed reports errTxFailed when a statement of the transaction failed.
+func (c callerTx) failed() error {
+	conn := c.tx.Conn()
+	if conn == nil || conn.IsClosed() {
+		return nil // the statement reports what happened
+	}
+	return failed(conn.PgConn())
+}
+
+func (c callerTx) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	if err := c.failed(); err != nil {
+		return 0, err
+	}
+	return c.pgxQueryer.Exec(ctx, query, args...)
+}
+
+func (c callerTx) Query(ctx context.Context, query string, args ...any) (dialect.Rows, error) {
+	if err := c.failed(); err != nil {
+		return nil, err
+	}
+	return c.pgxQueryer.Query(ctx, query, args...)
+}
+
+func (c callerTx) Pipeline(ctx context.Context, stmts ...dialect.Statement) error {
+	if err := c.failed(); err != nil {
+		return err
+	}
+	return c.pgxQueryer.Pipeline(ctx, stmts...)
 }
 
 // Begin starts a transaction at the asked isolation level (the configured

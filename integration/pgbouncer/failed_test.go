@@ -119,3 +119,51 @@ func TestFailedStatementKeepsConnection(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedStatementInCallersTransaction: the same through Store.Claim on
+// the caller's own pgx transaction. After a statement of the caller failed,
+// Complete answers ErrTxAborted without sending the completion, so the next
+// request on the same client connection completes: sent, its Parse would
+// have made PgBouncer 1.26 end the session at that next request.
+func TestFailedStatementInCallersTransaction(t *testing.T) {
+	set := containers.PgBouncers(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	direct := pool(t, set.Server, 2)
+	taken := fmt.Sprintf("taken_caller_%d", time.Now().UnixNano())
+	if _, err := direct.Exec(ctx, "CREATE TABLE "+taken+" (k text PRIMARY KEY); INSERT INTO "+taken+" VALUES ('taken')"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = direct.Exec(context.Background(), "DROP TABLE IF EXISTS "+taken) })
+	store, p := newStore(t, set.Server, set.New.DSN, taken+"_idem", 1, idem.Config{})
+
+	claim := func(key string, fail bool) error {
+		tx, err := p.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = tx.Rollback(context.Background()) }()
+		c, err := store.Claim(ctx, tx, req(key))
+		if err != nil || c.Outcome != idem.Won {
+			return fmt.Errorf("claim %s: %v, %v", key, c, err)
+		}
+		if fail {
+			if _, err := tx.Exec(ctx, "INSERT INTO "+taken+" VALUES ('taken')"); err == nil {
+				return errors.New("the duplicate insert did not fail")
+			}
+		}
+		if err := c.Complete(ctx, idem.Response{Status: 201, Body: []byte(key)}); err != nil {
+			return fmt.Errorf("complete %s: %w", key, err)
+		}
+		return tx.Commit(ctx)
+	}
+	if err := claim("failed", true); !errors.Is(err, idem.ErrTxAborted) {
+		t.Fatalf("Complete after the caller's statement failed: %v, want ErrTxAborted", err)
+	}
+	for i := range 3 {
+		key := fmt.Sprintf("next-%d", i)
+		if err := claim(key, false); err != nil {
+			t.Fatalf("request %s on the same connection: %v", key, err)
+		}
+	}
+}
