@@ -52,7 +52,7 @@ func (s *Store[TTx]) migrate(ctx context.Context, apply bool) (v SchemaVersion, 
 	fail := func(what string, err error) (SchemaVersion, error) {
 		return v, fmt.Errorf("idem: migrate %s on %s: %s: %w", s.table.Name(), s.d.Name(), what, s.d.Classify(err))
 	}
-	tx, err := s.driver.Begin(ctx, dialect.BeginOptions{Isolation: sql.LevelReadCommitted, WaitBound: migrateWait})
+	tx, err := s.driver.Begin(ctx, dialect.BeginOptions{Isolation: sql.LevelReadCommitted, WaitBound: migrateWait, Schema: true})
 	if err != nil {
 		return fail("begin", err)
 	}

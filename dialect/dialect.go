@@ -65,6 +65,11 @@ type BeginOptions struct {
 	// ClaimArgs.WaitBound, and the caller's statements must wait as they
 	// would without idem.
 	WaitBound time.Duration
+	// Schema: the transaction runs Schema's statements (Migrate). On
+	// MySQL and MariaDB DDL commits on its own, ending the transaction
+	// BEGIN started; a driver that checks at COMMIT that the transaction
+	// is still that one (MySQL's on a Galera node) skips the check.
+	Schema bool
 }
 
 // IsolationOr is the level to begin with: o.Isolation, or configured when

@@ -75,6 +75,11 @@ func (d *mysqlDialect) Schema(t dialect.Table) dialect.Schema { return d.stmts.F
 // InnoDB's variables), so there the session's value is set around the claim
 // and put back after it.
 func (d *mysqlDialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ClaimArgs) (res dialect.ClaimResult, err error) {
+	if d.certified && !inTransaction(q) {
+		if err := guardCallerClaim(ctx, q); err != nil {
+			return res, err
+		}
+	}
 	s := d.stmts.For(t)
 	secs := lockWaitSeconds(a.WaitBound)
 	c := &s.claim
@@ -128,7 +133,10 @@ func (d *mysqlDialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.T
 }
 
 // Complete stores the response on the in-flight record. A body the server
-// could not accept in one packet is refused before it is sent.
+// could not accept in one packet is refused before it is sent. On a Galera
+// node it checks that the claim's transaction is still the session's
+// (guard.go): after a claim in a caller's transaction always, in idem's own
+// when no record was completed (its COMMIT checks otherwise).
 func (d *mysqlDialect) Complete(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.CompleteArgs) error {
 	if err := d.fits(a.Header, a.Body); err != nil {
 		return err
@@ -139,6 +147,20 @@ func (d *mysqlDialect) Complete(ctx context.Context, q dialect.Queryer, t dialec
 		sql.Named("now", clock(a.Now)), sql.Named("retention_us", a.Retention.Microseconds()))
 	if err != nil {
 		return err
+	}
+	if d.certified {
+		// On a Galera node the claim may have been rolled back unreported
+		// (guard.go): then this is no longer the claim's transaction, and
+		// the record found, or not, is another's.
+		if !inTransaction(q) {
+			if err := checkSavepoint(ctx, q, claimSavepoint); err != nil {
+				return err
+			}
+		} else if n != 1 {
+			if err := checkSavepoint(ctx, q, txSavepoint); err != nil {
+				return err
+			}
+		}
 	}
 	if n != 1 {
 		return dialect.ErrNotClaimed
@@ -171,9 +193,6 @@ func (d *mysqlDialect) Lookup(ctx context.Context, q dialect.Queryer, t dialect.
 	rec, expired, found, err := d.read(ctx, q, true, stmt, a.Scope, a.Key, a.Now)
 	if d.causalLookups {
 		err = causalReadError(err)
-	}
-	if err == nil && d.causalLookups && inTransaction(q) {
-		err = stillInTransaction(ctx, q)
 	}
 	if err != nil || !found || expired {
 		return dialect.Record{}, false, err

@@ -1,8 +1,6 @@
 package mysql
 
 import (
-	"context"
-	"errors"
 	"strings"
 
 	"github.com/idemkit/idem/dialect"
@@ -28,18 +26,9 @@ import (
 // Capabilities.ConflictsAtCommit tells the conformance suite. A loser's
 // locking read runs only after its INSERT met the record on this node.
 //
-// Not always, though: the history check saw the abort reported to no
-// statement (about once in six runs of 300 operations). The session's later
-// statements then ran outside the rolled-back transaction, the claim's
-// read-back returned the other node's record and the empty COMMIT
-// succeeded. So on MariaDB Galera a read inside a transaction ends by
-// checking that the session still runs one (stillInTransaction;
-// @@in_transaction is MariaDB's: Percona XtraDB Cluster goes unchecked).
-// Only transactions idem began have Commit, and only a lease claim reads
-// inside one, so only lease claims are checked: Do's and Store.Claim's
-// claims, the token stamp before the read-back, and a stale holder's
-// fenced writes with a function are not, and the check leaves a window
-// before COMMIT (the README's Galera section says what that can cost).
+// Not always, though: the node can also roll a transaction back without
+// any statement reporting it; guard.go says how idem's transactions are
+// kept from committing anything after that.
 
 // causalPrefix makes one statement a causal read on Galera.
 const causalPrefix = "SET STATEMENT wsrep_sync_wait=1 FOR "
@@ -60,34 +49,4 @@ func causalReadError(err error) error {
 func galeraNode(vars map[string]string) bool {
 	provider := strings.ToLower(vars["wsrep_provider"])
 	return strings.EqualFold(vars["wsrep_on"], "ON") && provider != "" && provider != "none"
-}
-
-// errAbortedUnseen: the node's applier aborted the transaction (another
-// node's write set met its rows) and no statement reported it. A claim that
-// read its record back then saw another node's record from outside its
-// rolled-back transaction, and its COMMIT of nothing would succeed: a lease
-// claim won over a record that was not its own. A retry claims again.
-var errAbortedUnseen = dialect.Classified(dialect.ErrSerialization,
-	errors.New("mysql: the Galera node aborted the transaction unreported (@@in_transaction is 0)"))
-
-// stillInTransaction fails with errAbortedUnseen when the session no longer
-// runs a transaction: the check a read inside a claim's transaction ends
-// with on a Galera node.
-func stillInTransaction(ctx context.Context, q dialect.Queryer) error {
-	in, err := queryInt64(ctx, q, "SELECT @@in_transaction")
-	if err != nil {
-		return err
-	}
-	if in != 1 {
-		return errAbortedUnseen
-	}
-	return nil
-}
-
-// inTransaction reports whether q runs statements inside a transaction:
-// dialect.Tx and its wrappers (tracers, fault injectors) have Commit, a
-// pool has not.
-func inTransaction(q dialect.Queryer) bool {
-	_, ok := q.(interface{ Commit(context.Context) error })
-	return ok
 }

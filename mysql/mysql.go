@@ -243,17 +243,32 @@ func (d *Driver) Wrap(tx *sql.Tx) (dialect.Queryer, error) { return dialect.NewS
 
 // Begin starts a transaction at the asked isolation level (the configured
 // one by default), on any connection of the pool. A COMMIT lost with its
-// connection is reported as ErrCommitUnknown.
+// connection is reported as ErrCommitUnknown. On a Galera node the
+// transaction is guarded against an abort the node reports to no statement
+// (guard.go): its session runs with autocommit off, and COMMIT is sent only
+// once the transaction is known to be the one BEGIN started. Begin it so for
+// Store.Claim too (Native gives the *sql.Tx).
 func (d *Driver) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.Tx[*sql.Tx], error) {
 	level := opts.IsolationOr(d.level)
 	if err := checkIsolation(level); err != nil {
 		return nil, err
 	}
-	tx, err := dialect.BeginSQL(ctx, d.db, dialect.SQLBegin{Options: &sql.TxOptions{Isolation: level}, CommitError: commitError})
+	b := dialect.SQLBegin{Options: &sql.TxOptions{Isolation: level}, CommitError: commitError}
+	if !d.dialect.certified || opts.Schema {
+		// Schema changes commit on their own: not guarded.
+		return dialect.BeginSQL(ctx, d.db, b)
+	}
+	// A Galera node: a guarded transaction (guard.go).
+	b.OwnConn, b.Setup = true, guardSetup
+	tx, err := dialect.BeginSQL(ctx, d.db, b)
 	if err != nil {
 		return nil, err
 	}
-	return tx, nil
+	if err := setSavepoint(ctx, tx, txSavepoint); err != nil {
+		_ = tx.Rollback(ctx)
+		return nil, err
+	}
+	return guardedTx{tx}, nil
 }
 
 // lockWaitSeconds renders the wait bound for innodb_lock_wait_timeout,

@@ -117,8 +117,24 @@ func (p *spreadPool) pick() dialect.Queryer {
 	return p.nodes[p.next.Add(1)%uint64(len(p.nodes))]
 }
 
+// Exec runs the statement on the next node. A CREATE TABLE returns once
+// every node has the table: a node applies another's DDL a moment later,
+// and an INSERT there (which a causal wait of the pools' wsrep_sync_wait=1
+// does not cover) would fail with 1146 until then.
 func (p *spreadPool) Exec(ctx context.Context, query string, args ...any) (int64, error) {
-	return p.pick().Exec(ctx, query, args...)
+	n, err := p.pick().Exec(ctx, query, args...)
+	if f := strings.Fields(query); err == nil && len(f) > 2 && f[0] == "CREATE" && f[1] == "TABLE" {
+		for _, node := range p.nodes {
+			rows, qerr := node.Query(ctx, "SELECT 1 FROM "+f[2]+" LIMIT 0")
+			if qerr == nil {
+				qerr = dialect.CloseRows(rows)
+			}
+			if qerr != nil {
+				return n, fmt.Errorf("%s, waiting for every node to have it: %w", query, qerr)
+			}
+		}
+	}
+	return n, err
 }
 
 func (p *spreadPool) Query(ctx context.Context, query string, args ...any) (dialect.Rows, error) {
