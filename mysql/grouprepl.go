@@ -20,6 +20,7 @@ package mysql
 //     may have reached the majority: commitError makes it ErrCommitUnknown,
 //     and the next call of the key replays or does the work once.
 //
-// GET_LOCK, which serializes Migrate, is local to a member: run Migrate
-// from one place (on a multi-primary group two members migrating at once
-// both create the version row; one fails with a duplicate key, harmless).
+// GET_LOCK, which serializes Migrate, is local to a member: never run
+// Migrate on two members at once (both apply the same steps, and one fails
+// with a duplicate key or column); run it from one place and wait until the
+// others have applied it.

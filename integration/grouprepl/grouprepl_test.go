@@ -8,6 +8,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -132,9 +133,11 @@ func TestPrimaryKilled(t *testing.T) {
 	var recovered time.Duration
 	var faultErr error
 	done := make(chan struct{})
+	var started atomic.Bool
 	// The fault runs beside the load, on a context of its own: the load
 	// may end first.
 	l.Fault = func(context.Context) error {
+		started.Store(true)
 		go func() {
 			defer close(done)
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -147,7 +150,10 @@ func TestPrimaryKilled(t *testing.T) {
 		return nil
 	}
 	rep := l.Run(t)
-	<-done
+	if !started.Load() {
+		t.Fatal("the load ended before its fault ran")
+	}
+	<-done // bounded: the fault runs on a context of 2 minutes
 	if faultErr != nil {
 		t.Fatal(faultErr)
 	}

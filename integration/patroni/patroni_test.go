@@ -7,6 +7,7 @@ package patroni_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,7 +58,7 @@ func TestSwitchoverAndFailover(t *testing.T) {
 		{"leader-killed", func(ctx context.Context, leader string) error { return c.Node(leader).Kill(ctx) }},
 	} {
 		t.Run(phase.name, func(t *testing.T) {
-			leader, err := c.WaitHealthy(ctx)
+			leader, err := waitHealthy(ctx, c)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,7 +89,9 @@ func TestSwitchoverAndFailover(t *testing.T) {
 			var recovered time.Duration
 			var faultErr error
 			done := make(chan struct{})
+			var started atomic.Bool
 			l.Fault = func(context.Context) error {
+				started.Store(true)
 				go func() {
 					defer close(done)
 					ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -101,7 +104,10 @@ func TestSwitchoverAndFailover(t *testing.T) {
 				return nil
 			}
 			rep := l.Run(t)
-			<-done
+			if !started.Load() {
+				t.Fatal("the load ended before its fault ran")
+			}
+			<-done // bounded: the fault runs on a context of 2 minutes
 			if faultErr != nil {
 				t.Fatalf("%s: %v", phase.name, faultErr)
 			}
@@ -114,7 +120,7 @@ func TestSwitchoverAndFailover(t *testing.T) {
 			if !rep.Struck() {
 				t.Errorf("no call met the %s", phase.name)
 			}
-			now, err := c.WaitHealthy(ctx)
+			now, err := waitHealthy(ctx, c)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -160,4 +166,11 @@ func readEffects(ctx context.Context, p *pgxpool.Pool, table string) (map[string
 		return nil
 	})
 	return m, err
+}
+
+// waitHealthy waits at most 2 minutes for c to be healthy (WaitHealthy).
+func waitHealthy(ctx context.Context, c *containers.PatroniCluster) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	return c.WaitHealthy(ctx)
 }
