@@ -117,6 +117,10 @@ func isNumber(err error, n uint16) bool {
 //     transaction back at COMMIT, as a Group Replication member does to a
 //     local transaction that meets a remote one applied first. A known
 //     rollback: ErrDeadlock, retried.
+//   - 2000-2999, client errors, which only a proxy sends as its own (MySQL
+//     Router's 2013 when it lost the server during the COMMIT it relayed):
+//     the proxy cannot know whether the server committed, so neither can
+//     idem.
 //   - 3100 on a Group Replication member: its before_commit hook failed,
 //     typically because the member lost the group's majority while the
 //     transaction waited for certification. The member rolls back, but
@@ -139,6 +143,9 @@ func commitError(err error) error {
 		case erDupEntry:
 			return dialect.Classified(dialect.ErrSerialization, err)
 		}
+		if isClientRange(me.Number) {
+			return dialect.Classified(dialect.ErrCommitUnknown, err)
+		}
 		return err
 	}
 	if errors.Is(err, driver.ErrBadConn) || dialect.IsClassified(err) {
@@ -146,3 +153,7 @@ func commitError(err error) error {
 	}
 	return dialect.Classified(dialect.ErrCommitUnknown, err)
 }
+
+// isClientRange reports whether n is a client error number (2000-2999):
+// from a server's connection, an error a proxy relays as its own.
+func isClientRange(n uint16) bool { return n >= 2000 && n < 3000 }

@@ -168,6 +168,8 @@ func TestCommitErrorClusters(t *testing.T) {
 		{"TiDB optimistic uniqueness check at COMMIT", 1062, dialect.ErrSerialization},
 		{"Galera node not ready: nothing was replicated", 1047, nil},
 		{"Group Replication member lost its majority waiting for certification", 3100, dialect.ErrCommitUnknown},
+		{"MySQL Router lost the server during the COMMIT it relayed", 2013, dialect.ErrCommitUnknown},
+		{"a proxy that could not reach any server", 2003, dialect.ErrCommitUnknown},
 	} {
 		me := &mysqldriver.MySQLError{Number: tc.number}
 		err := commitError(me)
