@@ -53,9 +53,9 @@ func TestAbortUnseen(t *testing.T) {
 			if ran.Add(1) > 1 {
 				return f.effect(ctx, tx, key, "n2r")
 			}
-			before := bfAborts(t, f.ctx, n2)
+			before := bfAborts(f.ctx, t, n2)
 			release()
-			waitFor(t, "n2's applier to abort the transaction", func() bool { return bfAborts(t, f.ctx, n2) > before })
+			waitFor(t, "n2's applier to abort the transaction", func() bool { return bfAborts(f.ctx, t, n2) > before })
 			if _, err := tx.ExecContext(ctx, "DO 0"); !isDeadlock(err) {
 				t.Fatalf("the statement after the abort: %v; want 1213 (the abort did not happen)", err)
 			}
@@ -214,7 +214,7 @@ func (f *fixture) completeOnN1Held(t *testing.T, hold *applierHold, onN1 *idem.S
 }
 
 // bfAborts reads node's count of local transactions its applier aborted.
-func bfAborts(t *testing.T, ctx context.Context, node *containers.GaleraNode) int64 {
+func bfAborts(ctx context.Context, t *testing.T, node *containers.GaleraNode) int64 {
 	t.Helper()
 	var name string
 	var n int64
