@@ -76,7 +76,7 @@ func (d *mysqlDialect) Schema(t dialect.Table) dialect.Schema { return d.stmts.F
 // and put back after it.
 func (d *mysqlDialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ClaimArgs) (res dialect.ClaimResult, err error) {
 	if d.certified && !inTransaction(q) {
-		if err := guardCallerClaim(ctx, q); err != nil {
+		if err := guardCallerClaim(ctx, q, a.Scope, a.Key); err != nil {
 			return res, err
 		}
 	}
@@ -153,7 +153,7 @@ func (d *mysqlDialect) Complete(ctx context.Context, q dialect.Queryer, t dialec
 		// (guard.go): then this is no longer the claim's transaction, and
 		// the record found, or not, is another's.
 		if !inTransaction(q) {
-			if err := checkSavepoint(ctx, q, claimSavepoint); err != nil {
+			if err := checkSavepoint(ctx, q, claimSavepoint(a.Scope, a.Key)); err != nil {
 				return err
 			}
 		} else if n != 1 {

@@ -2,6 +2,8 @@ package mysql
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"database/sql"
 	"database/sql/driver"
 	"errors"
@@ -42,18 +44,27 @@ import (
 //     was kept).
 //
 // A claim in a caller's transaction (Store.Claim) cannot be guarded by idem:
-// on a Galera node it needs autocommit off on that session (begin the
-// transaction with Driver.Begin, or SET autocommit=0 on the connection),
-// and refuses otherwise with ErrInvalidConfig; it sets a savepoint of its
-// own, which Complete checks after storing the response (ErrTxAborted when
-// it is gone).
+// on a Galera node it needs autocommit off on that session, and refuses
+// otherwise with ErrInvalidConfig. Begin the transaction with Driver.Begin
+// and end it with that Tx's Commit or Rollback (not through Native, which
+// would skip the check and keep the connection); a connection of your own
+// with SET autocommit = 0 works too, if you set it back (or discard the
+// connection) before it returns to the pool. The claim sets a savepoint of
+// its own, which Complete checks after storing the response (ErrTxAborted
+// when it is gone).
 
-// Savepoint names: the one Begin sets, and the one a claim in a caller's
-// transaction sets.
-const (
-	txSavepoint    = "idem_tx"
-	claimSavepoint = "idem_claim"
-)
+// txSavepoint is the savepoint Begin sets; a claim in a caller's
+// transaction sets claimSavepoint's.
+const txSavepoint = "idem_tx"
+
+// claimSavepoint names the savepoint of a claim of scope and key in a
+// caller's transaction: a name of its own per key, so that after an unseen
+// abort a claim of another key in the new transaction cannot set the name
+// an earlier claim's Complete checks.
+func claimSavepoint(scope, key string) string {
+	sum := sha256.Sum256([]byte(scope + "\x00" + key))
+	return "idem_claim_" + hex.EncodeToString(sum[:8])
+}
 
 // erSPDoesNotExist: RELEASE or ROLLBACK TO a savepoint the transaction does
 // not have.
@@ -76,8 +87,15 @@ func guardSetup(ctx context.Context, conn *sql.Conn) (func(), error) {
 		// Bounded, and on a context of its own: the caller's may have ended.
 		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if _, err := conn.ExecContext(rctx, "SET autocommit = 1"); err != nil {
-			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		// ROLLBACK first: SET autocommit = 1 commits an open transaction,
+		// and when the transaction's context ended, database/sql's own
+		// ROLLBACK may not have been sent yet. After a COMMIT it does
+		// nothing.
+		for _, stmt := range []string{"ROLLBACK", "SET autocommit = 1"} {
+			if _, err := conn.ExecContext(rctx, stmt); err != nil {
+				_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+				return
+			}
 		}
 	}, nil
 }
@@ -97,7 +115,7 @@ func (t guardedTx) Commit(ctx context.Context) error {
 		if errors.Is(err, errAbortedUnseen) {
 			return dialect.Classified(dialect.ErrSerialization, err)
 		}
-		return err
+		return fmt.Errorf("mysql: check before COMMIT (COMMIT not sent): %w", err)
 	}
 	return t.SQLTx.Commit(ctx)
 }
@@ -133,20 +151,20 @@ func checkSavepoint(ctx context.Context, q dialect.Queryer, name string) error {
 	return setSavepoint(ctx, q, name)
 }
 
-// guardCallerClaim prepares a claim in a caller's transaction on a Galera
-// node: the session must run with autocommit off, and the claim's savepoint
-// is set before its first write.
-func guardCallerClaim(ctx context.Context, q dialect.Queryer) error {
+// guardCallerClaim prepares a claim of scope and key in a caller's
+// transaction on a Galera node: the session must run with autocommit off,
+// and the claim's savepoint is set before its first write.
+func guardCallerClaim(ctx context.Context, q dialect.Queryer, scope, key string) error {
 	on, err := queryInt64(ctx, q, "SELECT @@autocommit")
 	if err != nil {
 		return err
 	}
 	if on != 0 {
 		return fmt.Errorf("mysql: %w: on a Galera node a claim in your own transaction needs autocommit off on its session "+
-			"(begin the transaction with the Driver's Begin, or SET autocommit = 0 on the connection first): "+
+			"(begin the transaction with the Driver's Begin and end it with that transaction's Commit or Rollback): "+
 			"a transaction the node aborts without telling would let your writes commit on their own", dialect.ErrInvalidConfig)
 	}
-	return setSavepoint(ctx, q, claimSavepoint)
+	return setSavepoint(ctx, q, claimSavepoint(scope, key))
 }
 
 // inTransaction reports whether q is a transaction idem began (dialect.Tx

@@ -85,7 +85,7 @@ func TestGaleraGuard(t *testing.T) {
 		{"claim, caller's, autocommit on", true, false, map[string]answer{"SELECT @@autocommit": {rows: [][]any{{int64(1)}}}},
 			claim, dialect.ErrInvalidConfig, []string{"SELECT @@autocommit"}},
 		{"claim, caller's, autocommit off", true, false, map[string]answer{"SELECT @@autocommit": {rows: [][]any{{int64(0)}}}, "SET STATEMENT": {n: 1}},
-			claim, nil, []string{"SELECT @@autocommit", "SAVEPOINT idem_claim", "SET STATEMENT"}},
+			claim, nil, []string{"SELECT @@autocommit", "SAVEPOINT " + claimSavepoint("s", "k"), "SET STATEMENT"}},
 		{"claim, idem's", true, true, map[string]answer{"SET STATEMENT": {n: 1}},
 			claim, nil, []string{"SET STATEMENT"}},
 		{"claim, not Galera", false, false, map[string]answer{"SET STATEMENT": {n: 1}},
@@ -93,9 +93,9 @@ func TestGaleraGuard(t *testing.T) {
 		{"complete, caller's, savepoint gone", true, false, map[string]answer{"UPDATE": {n: 1}, "RELEASE": {err: gone}},
 			complete, dialect.ErrTxAborted, []string{"UPDATE `t`", "RELEASE SAVEPOINT"}},
 		{"complete, caller's, savepoint there", true, false, map[string]answer{"UPDATE": {n: 1}},
-			complete, nil, []string{"UPDATE `t`", "RELEASE SAVEPOINT", "SAVEPOINT idem_claim"}},
+			complete, nil, []string{"UPDATE `t`", "RELEASE SAVEPOINT", "SAVEPOINT " + claimSavepoint("s", "k")}},
 		{"complete, caller's, superseded, savepoint there", true, false, map[string]answer{"UPDATE": {n: 0}},
-			complete, dialect.ErrNotClaimed, []string{"UPDATE `t`", "RELEASE SAVEPOINT", "SAVEPOINT idem_claim"}},
+			complete, dialect.ErrNotClaimed, []string{"UPDATE `t`", "RELEASE SAVEPOINT", "SAVEPOINT " + claimSavepoint("s", "k")}},
 		{"complete, idem's, nothing completed, savepoint gone", true, true, map[string]answer{"UPDATE": {n: 0}, "RELEASE": {err: gone}},
 			complete, dialect.ErrTxAborted, []string{"UPDATE `t`", "RELEASE SAVEPOINT"}},
 		{"complete, idem's, nothing completed, savepoint there", true, true, map[string]answer{"UPDATE": {n: 0}},
@@ -121,5 +121,21 @@ func TestGaleraGuard(t *testing.T) {
 				t.Errorf("ran %q, want %q", got, tc.ran)
 			}
 		})
+	}
+}
+
+// Each key's claim has a savepoint name of its own, a valid identifier.
+func TestClaimSavepointName(t *testing.T) {
+	a, b, again := claimSavepoint("s", "k1"), claimSavepoint("s", "k2"), claimSavepoint("s", "k1")
+	if a == b || a != again {
+		t.Errorf("names %q, %q, %q: want one per key, the same for the same key", a, b, again)
+	}
+	if claimSavepoint("s\x00k", "") == claimSavepoint("s", "k") {
+		t.Error("scope and key run together")
+	}
+	for _, c := range a {
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			t.Fatalf("name %q has %q", a, c)
+		}
 	}
 }

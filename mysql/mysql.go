@@ -238,7 +238,9 @@ func (d *Driver) Pool() dialect.Queryer { return d.pool }
 
 // Wrap adapts a *sql.Tx the caller began on this database, for
 // Store.Claim. It returns an error wrapping ErrBadTx for a nil transaction;
-// statements on a finished one fail with ErrTxDone.
+// statements on a finished one fail with ErrTxDone. On a Galera node the
+// claim needs the transaction's session to run with autocommit off
+// (guard.go): begin it with Begin.
 func (d *Driver) Wrap(tx *sql.Tx) (dialect.Queryer, error) { return dialect.NewSQLQueryer(tx) }
 
 // Begin starts a transaction at the asked isolation level (the configured
@@ -247,7 +249,9 @@ func (d *Driver) Wrap(tx *sql.Tx) (dialect.Queryer, error) { return dialect.NewS
 // transaction is guarded against an abort the node reports to no statement
 // (guard.go): its session runs with autocommit off, and COMMIT is sent only
 // once the transaction is known to be the one BEGIN started. Begin it so for
-// Store.Claim too (Native gives the *sql.Tx).
+// Store.Claim too: Native gives the *sql.Tx for your statements, but end the
+// transaction with this Tx's Commit or Rollback, which check and give the
+// connection back.
 func (d *Driver) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.Tx[*sql.Tx], error) {
 	level := opts.IsolationOr(d.level)
 	if err := checkIsolation(level); err != nil {

@@ -120,12 +120,13 @@ func (p *spreadPool) pick() dialect.Queryer {
 // Exec runs the statement on the next node. A CREATE TABLE returns once
 // every node has the table: a node applies another's DDL a moment later,
 // and an INSERT there (which a causal wait of the pools' wsrep_sync_wait=1
-// does not cover) would fail with 1146 until then.
+// does not cover) would fail with 1146 until then. The SELECT on each node
+// is that causal wait: it runs once the node has applied the CREATE.
 func (p *spreadPool) Exec(ctx context.Context, query string, args ...any) (int64, error) {
 	n, err := p.pick().Exec(ctx, query, args...)
-	if f := strings.Fields(query); err == nil && len(f) > 2 && f[0] == "CREATE" && f[1] == "TABLE" {
+	if table, ok := createdTable(query); err == nil && ok {
 		for _, node := range p.nodes {
-			rows, qerr := node.Query(ctx, "SELECT 1 FROM "+f[2]+" LIMIT 0")
+			rows, qerr := node.Query(ctx, "SELECT 1 FROM "+table+" LIMIT 0")
 			if qerr == nil {
 				qerr = dialect.CloseRows(rows)
 			}
@@ -135,6 +136,19 @@ func (p *spreadPool) Exec(ctx context.Context, query string, args ...any) (int64
 		}
 	}
 	return n, err
+}
+
+// createdTable returns the table a CREATE TABLE [IF NOT EXISTS] statement
+// creates.
+func createdTable(query string) (string, bool) {
+	f := strings.Fields(query)
+	if len(f) < 3 || !strings.EqualFold(f[0], "CREATE") || !strings.EqualFold(f[1], "TABLE") {
+		return "", false
+	}
+	if len(f) > 5 && strings.EqualFold(f[2], "IF") && strings.EqualFold(f[3], "NOT") && strings.EqualFold(f[4], "EXISTS") {
+		return strings.TrimSuffix(f[5], "("), true
+	}
+	return strings.TrimSuffix(f[2], "("), true
 }
 
 func (p *spreadPool) Query(ctx context.Context, query string, args ...any) (dialect.Rows, error) {

@@ -102,8 +102,10 @@ func TestSleep(t *testing.T) {
 		}, time.Hour, context.DeadlineExceeded, 20 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := tc.ctx(t)
+			// The clock starts before the context's timer does: a deadline
+			// counts from the context's making.
 			start := time.Now()
+			ctx := tc.ctx(t)
 			err := Sleep(ctx, tc.d)
 			took := time.Since(start)
 			if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
