@@ -3,9 +3,9 @@ package mysql
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
