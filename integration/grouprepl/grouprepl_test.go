@@ -7,8 +7,6 @@ package grouprepl_test
 import (
 	"context"
 	"database/sql"
-	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,24 +82,6 @@ func migrated(t *testing.T, s *idem.Store[*sql.Tx]) {
 	}
 }
 
-// readEffects reads each key's nonces from table.
-func readEffects(ctx context.Context, db *sql.DB, table string) (map[string][]string, error) {
-	rows, err := db.QueryContext(ctx, "SELECT k, nonce FROM "+table)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	m := map[string][]string{}
-	for rows.Next() {
-		var k, n string
-		if err := rows.Scan(&k, &n); err != nil {
-			return nil, err
-		}
-		m[k] = append(m[k], n)
-	}
-	return m, rows.Err()
-}
-
 // TestPrimaryKilled: 16 workers drive 300 intentions through MySQL Router
 // while the primary is killed (SIGKILL). The group elects n2 (the next
 // weight), the router's next destination. A commit the primary acknowledged
@@ -127,36 +107,13 @@ func TestPrimaryKilled(t *testing.T) {
 			_, err := tx.ExecContext(ctx, "INSERT INTO group_effects (k, nonce) VALUES (?, ?)", key, nonce)
 			return err
 		},
-		Effects: func(ctx context.Context) (map[string][]string, error) { return readEffects(ctx, db, "group_effects") },
+		Effects: retryload.EffectsSQL(db, "group_effects"),
 	}
 	l.Store = newStore(t, db, idem.Config{Table: "idem_group", CommitTimeout: 5 * time.Second, Observer: l.Observer()})
-	var recovered time.Duration
-	var faultErr error
-	done := make(chan struct{})
-	var started atomic.Bool
-	// The fault runs beside the load, on a context of its own: the load
-	// may end first.
-	l.Fault = func(context.Context) error {
-		started.Store(true)
-		go func() {
-			defer close(done)
-			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-			defer cancel()
-			begin := time.Now()
-			if faultErr = g.Members[0].Kill(ctx); faultErr == nil {
-				recovered, faultErr = firstCommit(ctx, l.Store, begin)
-			}
-		}()
-		return nil
-	}
+	// The fault runs beside the load; the load may end first.
+	recovery := l.FaultBeside(t.Context(), g.Members[0].Kill)
 	rep := l.Run(t)
-	if !started.Load() {
-		t.Fatal("the load ended before its fault ran")
-	}
-	<-done // bounded: the fault runs on a context of 2 minutes
-	if faultErr != nil {
-		t.Fatal(faultErr)
-	}
+	recovered := recovery(t)
 	if !rep.Struck() {
 		t.Errorf("no call met the killed primary")
 	}
@@ -165,22 +122,3 @@ func TestPrimaryKilled(t *testing.T) {
 		recovered.Round(time.Millisecond), states, err)
 }
 
-// firstCommit calls Do on fresh keys (of a scope of their own, writing
-// nothing) every 50 ms until one commits, and returns the time from begin.
-func firstCommit(ctx context.Context, s *idem.Store[*sql.Tx], begin time.Time) (time.Duration, error) {
-	for i := 0; ; i++ {
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		key := fmt.Sprintf("probe-%d-%d", begin.UnixNano(), i)
-		res, err := s.Do(cctx, idem.Request{Scope: "probe", Key: key, Fingerprint: idem.FingerprintRequest("POST", "/probe", nil)},
-			func(context.Context, *sql.Tx) (idem.Response, error) { return idem.Response{Status: 204}, nil })
-		cancel()
-		if err == nil && res.Committed {
-			return time.Since(begin), nil
-		}
-		select {
-		case <-ctx.Done():
-			return 0, fmt.Errorf("no claim committed since the fault %v ago: %w", time.Since(begin), ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}

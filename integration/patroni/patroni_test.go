@@ -6,8 +6,6 @@ package patroni_test
 
 import (
 	"context"
-	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -75,7 +73,7 @@ func TestSwitchoverAndFailover(t *testing.T) {
 					_, err := tx.Exec(ctx, "INSERT INTO "+effects+" (k, nonce) SELECT $1, $2 FROM pg_sleep(0.2)", key, nonce)
 					return err
 				},
-				Effects: func(ctx context.Context) (map[string][]string, error) { return readEffects(ctx, pool, effects) },
+				Effects: retryload.EffectsPgx(pool, effects),
 			}
 			l.Store, err = idem.New(d, idem.Config{Table: "idem_patroni", CommitTimeout: 5 * time.Second, Observer: l.Observer()})
 			if err != nil {
@@ -86,31 +84,9 @@ func TestSwitchoverAndFailover(t *testing.T) {
 			}
 			// The fault runs beside the load, which goes on meanwhile;
 			// then the probe measures the time to the first commit.
-			var recovered time.Duration
-			var faultErr error
-			done := make(chan struct{})
-			var started atomic.Bool
-			l.Fault = func(context.Context) error {
-				started.Store(true)
-				go func() {
-					defer close(done)
-					ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-					defer cancel()
-					begin := time.Now()
-					if faultErr = phase.fault(ctx, leader); faultErr == nil {
-						recovered, faultErr = firstCommit(ctx, l.Store, begin)
-					}
-				}()
-				return nil
-			}
+			recovery := l.FaultBeside(t.Context(), func(ctx context.Context) error { return phase.fault(ctx, leader) })
 			rep := l.Run(t)
-			if !started.Load() {
-				t.Fatal("the load ended before its fault ran")
-			}
-			<-done // bounded: the fault runs on a context of 2 minutes
-			if faultErr != nil {
-				t.Fatalf("%s: %v", phase.name, faultErr)
-			}
+			recovered := recovery(t)
 			if phase.name == "leader-killed" {
 				// The old leader rejoins as a replica.
 				if err := c.Node(leader).Start(ctx); err != nil {
@@ -131,41 +107,6 @@ func TestSwitchoverAndFailover(t *testing.T) {
 			}
 		})
 	}
-}
-
-// firstCommit calls Do on fresh keys (of a scope of their own, writing
-// nothing) every 50 ms until one commits, and returns the time from begin.
-func firstCommit(ctx context.Context, s *idem.Store[pgx.Tx], begin time.Time) (time.Duration, error) {
-	for i := 0; ; i++ {
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		key := fmt.Sprintf("probe-%d-%d", begin.UnixNano(), i)
-		res, err := s.Do(cctx, idem.Request{Scope: "probe", Key: key, Fingerprint: idem.FingerprintRequest("POST", "/probe", nil)},
-			func(context.Context, pgx.Tx) (idem.Response, error) { return idem.Response{Status: 204}, nil })
-		cancel()
-		if err == nil && res.Committed {
-			return time.Since(begin), nil
-		}
-		select {
-		case <-ctx.Done():
-			return 0, fmt.Errorf("no claim committed through HAProxy since the fault %v ago: %w", time.Since(begin), ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// readEffects reads each key's nonces from table.
-func readEffects(ctx context.Context, p *pgxpool.Pool, table string) (map[string][]string, error) {
-	rows, err := p.Query(ctx, "SELECT k, nonce FROM "+table)
-	if err != nil {
-		return nil, err
-	}
-	m := map[string][]string{}
-	var k, n string
-	_, err = pgx.ForEachRow(rows, []any{&k, &n}, func() error {
-		m[k] = append(m[k], n)
-		return nil
-	})
-	return m, err
 }
 
 // waitHealthy waits at most 2 minutes for c to be healthy (WaitHealthy).

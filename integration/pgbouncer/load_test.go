@@ -53,9 +53,7 @@ func TestLoadWhileConnectionsDrop(t *testing.T) {
 					_, err := tx.Exec(ctx, "INSERT INTO "+effects+" (k, nonce) SELECT $1, $2 FROM pg_sleep(0.02)", key, nonce)
 					return err
 				},
-				Effects: func(ctx context.Context) (map[string][]string, error) {
-					return readEffects(ctx, direct, effects)
-				},
+				Effects: retryload.EffectsPgx(direct, effects),
 				Fault: func(ctx context.Context) error {
 					for i := range 3 {
 						if i > 0 {
@@ -108,17 +106,3 @@ WHERE backend_type = 'client backend' AND datname = 'idem' AND application_name 
 	return err
 }
 
-// readEffects reads each key's nonces from table.
-func readEffects(ctx context.Context, p *pgxpool.Pool, table string) (map[string][]string, error) {
-	rows, err := p.Query(ctx, "SELECT k, nonce FROM "+table)
-	if err != nil {
-		return nil, err
-	}
-	m := map[string][]string{}
-	var k, n string
-	_, err = pgx.ForEachRow(rows, []any{&k, &n}, func() error {
-		m[k] = append(m[k], n)
-		return nil
-	})
-	return m, err
-}

@@ -32,22 +32,7 @@ func (r *recorder) Errorf(format string, args ...any) {
 
 // effects is the effect table of a test on SQLite.
 func effects(db *sql.DB) func(ctx context.Context) (map[string][]string, error) {
-	return func(ctx context.Context) (map[string][]string, error) {
-		rows, err := db.QueryContext(ctx, "SELECT k, nonce FROM effects")
-		if err != nil {
-			return nil, err
-		}
-		defer rows.Close()
-		m := map[string][]string{}
-		for rows.Next() {
-			var k, n string
-			if err := rows.Scan(&k, &n); err != nil {
-				return nil, err
-			}
-			m[k] = append(m[k], n)
-		}
-		return m, rows.Err()
-	}
+	return retryload.EffectsSQL(db, "effects")
 }
 
 // TestRunFindsBrokenPromises: each check fails a run that breaks its
