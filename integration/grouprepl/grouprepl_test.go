@@ -121,4 +121,3 @@ func TestPrimaryKilled(t *testing.T) {
 	t.Logf("primary n1 killed: first claim committed through the router %v later; the group as n2 sees it: %+v (%v)",
 		recovered.Round(time.Millisecond), states, err)
 }
-

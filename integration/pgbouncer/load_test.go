@@ -105,4 +105,3 @@ func terminateOnServer(ctx context.Context, direct *pgxpool.Pool) error {
 WHERE backend_type = 'client backend' AND datname = 'idem' AND application_name <> $1`, directApp)
 	return err
 }
-
