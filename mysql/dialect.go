@@ -76,7 +76,7 @@ func (d *mysqlDialect) Schema(t dialect.Table) dialect.Schema { return d.stmts.F
 // and put back after it.
 func (d *mysqlDialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ClaimArgs) (res dialect.ClaimResult, err error) {
 	if d.certified && !inTransaction(q) {
-		if err := guardCallerClaim(ctx, q, a.Scope, a.Key); err != nil {
+		if err := checkCallerClaim(ctx, q); err != nil {
 			return res, err
 		}
 	}
@@ -133,10 +133,7 @@ func (d *mysqlDialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.T
 }
 
 // Complete stores the response on the in-flight record. A body the server
-// could not accept in one packet is refused before it is sent. On a Galera
-// node it checks that the claim's transaction is still the session's
-// (guard.go): after a claim in a caller's transaction always, in idem's own
-// when no record was completed (its COMMIT checks otherwise).
+// could not accept in one packet is refused before it is sent.
 func (d *mysqlDialect) Complete(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.CompleteArgs) error {
 	if err := d.fits(a.Header, a.Body); err != nil {
 		return err
@@ -147,20 +144,6 @@ func (d *mysqlDialect) Complete(ctx context.Context, q dialect.Queryer, t dialec
 		sql.Named("now", clock(a.Now)), sql.Named("retention_us", a.Retention.Microseconds()))
 	if err != nil {
 		return err
-	}
-	if d.certified {
-		// On a Galera node the claim may have been rolled back unreported
-		// (guard.go): then this is no longer the claim's transaction, and
-		// the record found, or not, is another's.
-		if !inTransaction(q) {
-			if err := checkSavepoint(ctx, q, claimSavepoint(a.Scope, a.Key)); err != nil {
-				return err
-			}
-		} else if n != 1 {
-			if err := checkSavepoint(ctx, q, txSavepoint); err != nil {
-				return err
-			}
-		}
 	}
 	if n != 1 {
 		return dialect.ErrNotClaimed

@@ -2,10 +2,8 @@ package mysql
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
 	"database/sql/driver"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -13,13 +11,13 @@ import (
 	"github.com/idemkit/idem/dialect"
 )
 
-// A Galera node can roll a transaction back without telling any statement:
-// its applier aborts a local transaction whose rows another node's write set
-// needs (a brute-force abort), and the next command of the session is told
-// with 1213, unless that command is one MariaDB lets through without an
-// answer (COM_STMT_CLOSE, which go-sql-driver sends after every statement it
-// prepared: dispatch_command in MariaDB's sql_parse.cc). The history check
-// saw it about once in six runs of 300 operations. After such an abort the
+// A Galera node can roll a transaction back without telling any statement.
+// Its applier aborts a local transaction whose rows another node's write set
+// needs (a brute-force abort), and the session's next command is normally
+// told with 1213 (even a COM_STMT_CLOSE, which has no answer, passes the
+// error on: wsrep-lib's keep_command_error); but the history check saw the
+// abort reach no statement about once in six runs of 300 operations, and a
+// caller's code may swallow the 1213 it got. After such an abort the
 // session is outside any transaction: with autocommit on, every later
 // statement commits on its own (a function's writes stay, though its claim
 // was rolled back and another node's request did the work) and the COMMIT
@@ -37,34 +35,24 @@ import (
 //     and the retry replays). The check and COMMIT are two text statements
 //     in a row (COM_QUERY, each answered), so an abort between them is
 //     reported by COMMIT itself.
-//   - Complete checks the savepoint too when it finds no claim to
-//     complete: then the transaction ended before it, and the error is
-//     ErrTxAborted, as on PostgreSQL after a failed statement (Do returns
-//     the function's 4xx unstored, any other answer as an error; nothing
-//     was kept).
 //
-// A claim in a caller's transaction (Store.Claim) cannot be guarded by idem:
-// on a Galera node it needs autocommit off on that session, and refuses
-// otherwise with ErrInvalidConfig. Begin the transaction with Driver.Begin
-// and end it with that Tx's Commit or Rollback (not through Native, which
-// would skip the check and keep the connection); a connection of your own
-// with SET autocommit = 0 works too, if you set it back (or discard the
-// connection) before it returns to the pool. The claim sets a savepoint of
-// its own, which Complete checks after storing the response (ErrTxAborted
-// when it is gone).
+// Complete needs no check of its own: after an unseen abort the claim's row
+// is gone, so the completion finds nothing to complete (ErrNotClaimed, the
+// new transaction rolled back), or it matches another pending record of the
+// request and the COMMIT check refuses it. (It cannot ask whether the
+// savepoint is still there without RELEASE, which would also drop every
+// savepoint set after it.)
+//
+// A claim in a caller's transaction (Store.Claim) is guarded only when the
+// transaction is one Begin started, ended with that Tx's Commit or Rollback:
+// its session has autocommit off and @idem_guarded set, which the claim
+// reads (one statement). On a Galera node a claim in any other transaction
+// is refused with ErrInvalidConfig before it writes: idem could check
+// nothing of it, and an abort before the claim or after Complete would let
+// the caller's COMMIT of a part, or of nothing, succeed.
 
-// txSavepoint is the savepoint Begin sets; a claim in a caller's
-// transaction sets claimSavepoint's.
+// txSavepoint is the savepoint Begin sets.
 const txSavepoint = "idem_tx"
-
-// claimSavepoint names the savepoint of a claim of scope and key in a
-// caller's transaction: a name of its own per key, so that after an unseen
-// abort a claim of another key in the new transaction cannot set the name
-// an earlier claim's Complete checks.
-func claimSavepoint(scope, key string) string {
-	sum := sha256.Sum256([]byte(scope + "\x00" + key))
-	return "idem_claim_" + hex.EncodeToString(sum[:8])
-}
 
 // erSPDoesNotExist: RELEASE or ROLLBACK TO a savepoint the transaction does
 // not have.
@@ -76,11 +64,12 @@ const erSPDoesNotExist = 1305
 var errAbortedUnseen = errors.New("mysql: the transaction was rolled back without any statement reporting it (its savepoint is gone)")
 
 // guardSetup turns autocommit off on a transaction's own connection before
-// BEGIN, and back on once the transaction has ended; a connection that
-// cannot be set back is discarded, never returned to the pool with
-// autocommit off.
+// BEGIN, and marks the session guarded (@idem_guarded, for a claim in the
+// caller's statements, which Wrap cannot tell apart); once the transaction
+// has ended it undoes both. A connection that cannot be set back is
+// discarded, never returned to the pool with autocommit off.
 func guardSetup(ctx context.Context, conn *sql.Conn) (func(), error) {
-	if _, err := conn.ExecContext(ctx, "SET autocommit = 0"); err != nil {
+	if _, err := conn.ExecContext(ctx, "SET autocommit = 0, @idem_guarded = 1"); err != nil {
 		return nil, err
 	}
 	return func() {
@@ -91,7 +80,7 @@ func guardSetup(ctx context.Context, conn *sql.Conn) (func(), error) {
 		// and when the transaction's context ended, database/sql's own
 		// ROLLBACK may not have been sent yet. After a COMMIT it does
 		// nothing.
-		for _, stmt := range []string{"ROLLBACK", "SET autocommit = 1"} {
+		for _, stmt := range []string{"ROLLBACK", "SET autocommit = 1, @idem_guarded = NULL"} {
 			if _, err := conn.ExecContext(rctx, stmt); err != nil {
 				_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 				return
@@ -136,35 +125,24 @@ func releaseSavepoint(ctx context.Context, q dialect.Queryer, name string) error
 	return err
 }
 
-// checkSavepoint fails when the session's transaction no longer has the
-// named savepoint, as ErrTxAborted: the transaction ended before the
-// statement that found it, whether a statement reported that (a deadlock
-// the caller's code handled) or none did; nothing of it is kept. Otherwise
-// it leaves the savepoint set, for a later check.
-func checkSavepoint(ctx context.Context, q dialect.Queryer, name string) error {
-	if err := releaseSavepoint(ctx, q, name); err != nil {
-		if errors.Is(err, errAbortedUnseen) {
-			return dialect.Classified(dialect.ErrTxAborted, err)
-		}
-		return err
-	}
-	return setSavepoint(ctx, q, name)
-}
+// errUnguardedClaim refuses a claim on a Galera node in a transaction Begin
+// did not start.
+var errUnguardedClaim = fmt.Errorf("mysql: %w: on a Galera node a claim in your own transaction needs one the Driver's Begin started "+
+	"(use its Native for your statements and end it with its Commit or Rollback): a transaction the node aborts without telling "+
+	"would otherwise let your writes commit on their own", dialect.ErrInvalidConfig)
 
-// guardCallerClaim prepares a claim of scope and key in a caller's
-// transaction on a Galera node: the session must run with autocommit off,
-// and the claim's savepoint is set before its first write.
-func guardCallerClaim(ctx context.Context, q dialect.Queryer, scope, key string) error {
-	on, err := queryInt64(ctx, q, "SELECT @@autocommit")
+// checkCallerClaim refuses, on a Galera node, a claim in a caller's
+// transaction that Begin did not start: its session must run with
+// autocommit off and be marked by guardSetup.
+func checkCallerClaim(ctx context.Context, q dialect.Queryer) error {
+	ok, err := queryInt64(ctx, q, "SELECT @@autocommit = 0 AND @idem_guarded <=> 1")
 	if err != nil {
 		return err
 	}
-	if on != 0 {
-		return fmt.Errorf("mysql: %w: on a Galera node a claim in your own transaction needs autocommit off on its session "+
-			"(begin the transaction with the Driver's Begin and end it with that transaction's Commit or Rollback): "+
-			"a transaction the node aborts without telling would let your writes commit on their own", dialect.ErrInvalidConfig)
+	if ok != 1 {
+		return errUnguardedClaim
 	}
-	return setSavepoint(ctx, q, claimSavepoint(scope, key))
+	return nil
 }
 
 // inTransaction reports whether q is a transaction idem began (dialect.Tx

@@ -58,14 +58,13 @@ type ownTx struct{ *recorder }
 
 func (ownTx) Commit(context.Context) error { return nil }
 
-// On a Galera node a claim in a caller's transaction needs autocommit off
-// and sets a savepoint before it writes; Complete checks the savepoint, so
-// a claim whose transaction ended unseen fails as ErrTxAborted, never as a
-// success or as ErrNotClaimed.
+// On a Galera node a claim runs only in a guarded transaction: one idem
+// began, or one Begin started for the caller (its session is marked); in
+// any other it is refused before it writes. Complete probes no savepoint (a
+// RELEASE would drop every savepoint set after it).
 func TestGaleraGuard(t *testing.T) {
 	table, _ := dialect.NewTable("t")
 	ctx := context.Background()
-	gone := &mysqldriver.MySQLError{Number: erSPDoesNotExist, Message: "SAVEPOINT idem_claim does not exist"}
 	claim := func(d *mysqlDialect, q dialect.Queryer) error {
 		_, err := d.Claim(ctx, q, table, dialect.ClaimArgs{Scope: "s", Key: "k", Fingerprint: []byte("fp"), Now: time.Now(), Retention: time.Hour, WaitBound: time.Second})
 		return err
@@ -73,47 +72,31 @@ func TestGaleraGuard(t *testing.T) {
 	complete := func(d *mysqlDialect, q dialect.Queryer) error {
 		return d.Complete(ctx, q, table, dialect.CompleteArgs{Scope: "s", Key: "k", Fingerprint: []byte("fp"), Status: 200, Now: time.Now(), Retention: time.Hour})
 	}
+	plain := func(r *recorder) dialect.Queryer { return r }
+	own := func(r *recorder) dialect.Queryer { return ownTx{r} }
+	unmarked := map[string]answer{"SELECT @@autocommit": {rows: [][]any{{int64(0)}}}, "SET STATEMENT": {n: 1}}
+	marked := map[string]answer{"SELECT @@autocommit": {rows: [][]any{{int64(1)}}}, "SET STATEMENT": {n: 1}}
 	for _, tc := range []struct {
 		name    string
 		galera  bool
-		own     bool // a transaction idem began
+		q       func(*recorder) dialect.Queryer
 		answers map[string]answer
 		call    func(d *mysqlDialect, q dialect.Queryer) error
 		want    error
 		ran     []string
 	}{
-		{"claim, caller's, autocommit on", true, false, map[string]answer{"SELECT @@autocommit": {rows: [][]any{{int64(1)}}}},
-			claim, dialect.ErrInvalidConfig, []string{"SELECT @@autocommit"}},
-		{"claim, caller's, autocommit off", true, false, map[string]answer{"SELECT @@autocommit": {rows: [][]any{{int64(0)}}}, "SET STATEMENT": {n: 1}},
-			claim, nil, []string{"SELECT @@autocommit", "SAVEPOINT " + claimSavepoint("s", "k"), "SET STATEMENT"}},
-		{"claim, idem's", true, true, map[string]answer{"SET STATEMENT": {n: 1}},
-			claim, nil, []string{"SET STATEMENT"}},
-		{"claim, not Galera", false, false, map[string]answer{"SET STATEMENT": {n: 1}},
-			claim, nil, []string{"SET STATEMENT"}},
-		{"complete, caller's, savepoint gone", true, false, map[string]answer{"UPDATE": {n: 1}, "RELEASE": {err: gone}},
-			complete, dialect.ErrTxAborted, []string{"UPDATE `t`", "RELEASE SAVEPOINT"}},
-		{"complete, caller's, savepoint there", true, false, map[string]answer{"UPDATE": {n: 1}},
-			complete, nil, []string{"UPDATE `t`", "RELEASE SAVEPOINT", "SAVEPOINT " + claimSavepoint("s", "k")}},
-		{"complete, caller's, superseded, savepoint there", true, false, map[string]answer{"UPDATE": {n: 0}},
-			complete, dialect.ErrNotClaimed, []string{"UPDATE `t`", "RELEASE SAVEPOINT", "SAVEPOINT " + claimSavepoint("s", "k")}},
-		{"complete, idem's, nothing completed, savepoint gone", true, true, map[string]answer{"UPDATE": {n: 0}, "RELEASE": {err: gone}},
-			complete, dialect.ErrTxAborted, []string{"UPDATE `t`", "RELEASE SAVEPOINT"}},
-		{"complete, idem's, nothing completed, savepoint there", true, true, map[string]answer{"UPDATE": {n: 0}},
-			complete, dialect.ErrNotClaimed, []string{"UPDATE `t`", "RELEASE SAVEPOINT", "SAVEPOINT idem_tx"}},
-		{"complete, idem's, completed", true, true, map[string]answer{"UPDATE": {n: 1}},
-			complete, nil, []string{"UPDATE `t`"}},
-		{"complete, not Galera, nothing completed", false, false, map[string]answer{"UPDATE": {n: 0}},
-			complete, dialect.ErrNotClaimed, []string{"UPDATE `t`"}},
+		{"claim, caller's own transaction", true, plain, unmarked, claim, dialect.ErrInvalidConfig, []string{"SELECT @@autocommit"}},
+		{"claim, caller's transaction from Begin", true, plain, marked, claim, nil, []string{"SELECT @@autocommit", "SET STATEMENT"}},
+		{"claim, idem's transaction", true, own, map[string]answer{"SET STATEMENT": {n: 1}}, claim, nil, []string{"SET STATEMENT"}},
+		{"claim, not Galera", false, plain, map[string]answer{"SET STATEMENT": {n: 1}}, claim, nil, []string{"SET STATEMENT"}},
+		{"complete, nothing completed", true, own, map[string]answer{"UPDATE": {n: 0}}, complete, dialect.ErrNotClaimed, []string{"UPDATE `t`"}},
+		{"complete", true, plain, map[string]answer{"UPDATE": {n: 1}}, complete, nil, []string{"UPDATE `t`"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := newDialect(0)
 			d.perStatementWait, d.certified = true, tc.galera
 			r := &recorder{answers: tc.answers}
-			var q dialect.Queryer = r
-			if tc.own {
-				q = ownTx{r}
-			}
-			err := tc.call(d, q)
+			err := tc.call(d, tc.q(r))
 			if tc.want == nil && err != nil || tc.want != nil && !errors.Is(d.Classify(err), tc.want) {
 				t.Errorf("error %v, want %v", err, tc.want)
 			}
@@ -124,16 +107,14 @@ func TestGaleraGuard(t *testing.T) {
 	}
 }
 
-// Each key's claim has a savepoint name of its own, a valid identifier.
-func TestClaimSavepointName(t *testing.T) {
-	a, b, again := claimSavepoint("s", "k1"), claimSavepoint("s", "k2"), claimSavepoint("s", "k1")
-	if a == b || a != again {
-		t.Errorf("names %q, %q, %q: want one per key, the same for the same key", a, b, again)
+// A savepoint the transaction no longer has (1305) is the unseen abort.
+func TestReleaseSavepoint(t *testing.T) {
+	gone := &mysqldriver.MySQLError{Number: erSPDoesNotExist, Message: "SAVEPOINT idem_tx does not exist"}
+	err := releaseSavepoint(context.Background(), &recorder{answers: map[string]answer{"RELEASE": {err: gone}}}, txSavepoint)
+	if !errors.Is(err, errAbortedUnseen) || !errors.Is(err, gone) {
+		t.Errorf("RELEASE of a savepoint gone: %v, want errAbortedUnseen wrapping the server's error", err)
 	}
-	if claimSavepoint("s\x00k", "") == claimSavepoint("s", "k") {
-		t.Error("scope and key run together")
-	}
-	if strings.Trim(a, "_abcdefghijklmnopqrstuvwxyz0123456789") != "" {
-		t.Errorf("name %q is not a plain identifier", a)
+	if err := releaseSavepoint(context.Background(), &recorder{}, txSavepoint); err != nil {
+		t.Errorf("RELEASE of a savepoint there: %v", err)
 	}
 }

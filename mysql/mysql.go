@@ -238,9 +238,9 @@ func (d *Driver) Pool() dialect.Queryer { return d.pool }
 
 // Wrap adapts a *sql.Tx the caller began on this database, for
 // Store.Claim. It returns an error wrapping ErrBadTx for a nil transaction;
-// statements on a finished one fail with ErrTxDone. On a Galera node the
-// claim needs the transaction's session to run with autocommit off
-// (guard.go): begin it with Begin.
+// statements on a finished one fail with ErrTxDone. On a Galera node a
+// claim needs a transaction Begin started (guard.go); in any other it is
+// refused with ErrInvalidConfig.
 func (d *Driver) Wrap(tx *sql.Tx) (dialect.Queryer, error) { return dialect.NewSQLQueryer(tx) }
 
 // Begin starts a transaction at the asked isolation level (the configured

@@ -1,6 +1,7 @@
 package galera_test
 
 import (
+	"context"
 	"database/sql"
 	"strings"
 	"sync/atomic"
@@ -84,9 +85,16 @@ func TestConformance(t *testing.T) {
 		},
 		InsertLegacy: insertLegacy,
 		BeginReadOnly: func(t *testing.T, _ dialect.Driver[*sql.Tx]) *sql.Tx {
-			// A claim in a caller's transaction on Galera needs autocommit
-			// off (mysql/guard.go).
-			return conformance.BeginReadOnlySQL(t, open(t, containers.Galera(t).Nodes()[0], "wsrep_sync_wait=1&autocommit=0"), "")
+			// A claim in a caller's transaction on Galera needs one the
+			// driver's Begin started (mysql/guard.go): a driver on
+			// read-only sessions begins it.
+			d := newDriver(t, containers.Galera(t).Nodes()[0], "wsrep_sync_wait=1&transaction_read_only=1", mysql.Options{})
+			tx, err := d.Begin(t.Context(), dialect.BeginOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+			return tx.Native()
 		},
 	})
 }

@@ -30,14 +30,14 @@ import (
 // the write is rolled back with the rest, and the caller learns that
 // nothing committed:
 //
-//   - Do fails with ErrTxAborted (the function's 201 is not stored), and
-//     the client's retry replays n1's response;
+//   - Do fails with ErrNotClaimed (its claim is gone; the function's 201
+//     is not stored), and the client's retry replays n1's response;
 //   - Store.Claim in a transaction of Driver.Begin: Complete fails with
-//     ErrTxAborted (roll back and retry), nothing of n2's committed;
+//     ErrNotClaimed (roll back and retry), nothing of n2's committed;
 //   - a stale lease holder's RecordStep with a function, after n1 took the
 //     lease over: nothing committed, and the retry finds the lease lost;
-//   - Store.Claim in a transaction begun with autocommit on is refused
-//     before it writes anything.
+//   - Store.Claim in a transaction the driver's Begin did not start is
+//     refused before it writes anything.
 func TestAbortUnseen(t *testing.T) {
 	f := newFixture(t, "unseen", 3*time.Minute)
 	n2 := f.cluster.Nodes()[1]
@@ -76,8 +76,8 @@ func TestAbortUnseen(t *testing.T) {
 			return idem.Response{Status: 201, Body: []byte("created on n2")}, nil
 		}
 		res, err := onN2.Do(f.ctx, req, fn)
-		if !errors.Is(err, idem.ErrTxAborted) || res.Committed {
-			t.Errorf("Do on n2: %+v, %v; want ErrTxAborted, nothing committed", res, err)
+		if !errors.Is(err, idem.ErrNotClaimed) || res.Committed {
+			t.Errorf("Do on n2: %+v, %v; want ErrNotClaimed, nothing committed", res, err)
 		}
 		f.wantEffects(t, req.Key, "n1")
 		res, err = onN2.Do(f.ctx, req, fn)
@@ -106,8 +106,8 @@ func TestAbortUnseen(t *testing.T) {
 			t.Fatalf("the work after the claim: %v", err)
 		}
 		err = c.Complete(f.ctx, idem.Response{Status: 201, Body: []byte("created on n2")})
-		if !errors.Is(err, idem.ErrTxAborted) {
-			t.Fatalf("Complete after the abort: %v; want ErrTxAborted (roll back and retry)", err)
+		if !errors.Is(err, idem.ErrNotClaimed) {
+			t.Errorf("Complete after the abort: %v; want ErrNotClaimed (roll back and retry)", err)
 		}
 		if err := tx.Rollback(f.ctx); err != nil {
 			t.Fatal(err)
@@ -140,7 +140,7 @@ func TestAbortUnseen(t *testing.T) {
 		}
 	})
 
-	t.Run("ClaimWithAutocommitRefused", func(t *testing.T) {
+	t.Run("ClaimOutsideDriverTransactionRefused", func(t *testing.T) {
 		req := request("unseen-autocommit")
 		onN2 := f.store(f.nodes[1], idem.Config{})
 		tx, err := f.nodes[1].DB().BeginTx(f.ctx, nil)
@@ -150,7 +150,7 @@ func TestAbortUnseen(t *testing.T) {
 		defer tx.Rollback()
 		_, err = onN2.Claim(f.ctx, tx, req)
 		if !errors.Is(err, idem.ErrInvalidConfig) {
-			t.Fatalf("Claim on n2 in a transaction with autocommit on: %v; want ErrInvalidConfig", err)
+			t.Fatalf("Claim on n2 in a transaction of the pool: %v; want ErrInvalidConfig", err)
 		}
 		if err := tx.Commit(); err != nil {
 			t.Fatal(err)
