@@ -115,8 +115,22 @@ func raceOnTwoMembers(t *testing.T, g *containers.GroupReplication, dbs []*sql.D
 				results[0].Outcome, results[0].Response.Body, results[1].Outcome, results[1].Response.Body)
 		}
 	}
+	// A member applies the others' commits a moment after certification
+	// (group_replication_consistency EVENTUAL): the count waits until n1
+	// has applied everything the group committed before it (BEFORE).
+	conn, err := dbs[0].Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(t.Context(), "SET SESSION group_replication_consistency = 'BEFORE'"); err != nil {
+		t.Fatal(err)
+	}
 	var n int
-	if err := dbs[0].QueryRowContext(t.Context(), "SELECT COUNT(*) FROM race_effects WHERE k LIKE 'race-%'").Scan(&n); err != nil {
+	if err := conn.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM race_effects WHERE k LIKE 'race-%'").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(t.Context(), "SET SESSION group_replication_consistency = DEFAULT"); err != nil {
 		t.Fatal(err)
 	}
 	if n != keys {
