@@ -10,6 +10,11 @@ import (
 	"path/filepath"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/idemkit/idem"
@@ -17,9 +22,41 @@ import (
 	"github.com/idemkit/idem/sqlite"
 )
 
-// A unary procedure protected by the handler interceptor, called twice
-// with the same key: the second call replays the first answer and creates
-// nothing.
+// createOrderProcedure is the example's procedure, "/package.Service/Method".
+const createOrderProcedure = "/shop.v1.Orders/Create"
+
+// createOrderSchema describes createOrderProcedure as generated code would
+// (connect.WithSchema): a service shop.v1.Orders whose method Create takes
+// and returns a google.protobuf.Struct. Without a .proto file and protoc,
+// the descriptor is written by hand; idemconnect needs it to rebuild a
+// stored answer as the procedure's response type. A service of your own
+// messages names their types instead, from their generated Go packages.
+func createOrderSchema() protoreflect.MethodDescriptor {
+	fd, err := protodesc.NewFile(&descriptorpb.FileDescriptorProto{
+		Name:       proto.String("shop/v1/orders.proto"),
+		Package:    proto.String("shop.v1"),
+		Dependency: []string{"google/protobuf/struct.proto"},
+		Syntax:     proto.String("proto3"),
+		Service: []*descriptorpb.ServiceDescriptorProto{{
+			Name: proto.String("Orders"),
+			Method: []*descriptorpb.MethodDescriptorProto{{
+				Name:       proto.String("Create"),
+				InputType:  proto.String(".google.protobuf.Struct"),
+				OutputType: proto.String(".google.protobuf.Struct"),
+			}},
+		}},
+	}, protoregistry.GlobalFiles) // resolves google/protobuf/struct.proto
+	if err != nil {
+		panic(err)
+	}
+	return fd.Services().Get(0).Methods().Get(0)
+}
+
+// A unary procedure protected by the handler interceptor, served and
+// called without generated code (connect.NewUnaryHandler and
+// connect.NewClient, with the schema generated code would pass), called
+// twice with the same key: the second call replays the first answer and
+// creates nothing.
 func Example() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "idemconnect-example")
@@ -47,14 +84,15 @@ func Example() {
 		Principal: func(context.Context, connect.AnyRequest) string { return "tenant-1" }, // from your authentication
 	})
 	// Generated code passes connect.WithSchema; so must a hand-made handler.
+	schema := createOrderSchema()
 	mux := http.NewServeMux()
-	mux.Handle(createOrder, connect.NewUnaryHandler(createOrder, create,
-		connect.WithSchema(schema(createOrder)), connect.WithInterceptors(protect.Interceptor())))
+	mux.Handle(createOrderProcedure, connect.NewUnaryHandler(createOrderProcedure, create,
+		connect.WithSchema(schema), connect.WithInterceptors(protect.Interceptor())))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
-	client := connect.NewClient[structpb.Struct, structpb.Struct](srv.Client(), srv.URL+createOrder,
-		connect.WithSchema(schema(createOrder)), connect.WithInterceptors((&idemconnect.Client{}).Interceptor()))
+	client := connect.NewClient[structpb.Struct, structpb.Struct](srv.Client(), srv.URL+createOrderProcedure,
+		connect.WithSchema(schema), connect.WithInterceptors((&idemconnect.Client{}).Interceptor()))
 
 	// One intention, sent twice with one key (as after a lost answer).
 	key := idemconnect.NewKey()
