@@ -35,6 +35,9 @@ type recordJSON struct {
 	LeaseUntil   *time.Time `json:"lease_until,omitempty"`
 	LeaseExpired bool       `json:"lease_expired,omitempty"`
 	Step         string     `json:"step,omitempty"`
+	// Answer is what a record of idemgrpc or idemconnect holds: its status
+	// is 0 for a success and an error alike.
+	Answer *rpcAnswer `json:"answer,omitempty"`
 }
 
 func toJSON(r idem.RecordInfo) recordJSON {

@@ -84,6 +84,11 @@ for a lease-mode record its fencing token, its lease's end and its last
 recovery step. Expired records that purge has not deleted yet are shown too.
 Exits 3 when there is no record.
 
+idemgrpc and idemconnect store every answer with status 0, a success and an
+error alike: for their records the status line also says what the stored
+answer is ("gRPC error InvalidArgument: ...", "Connect OK, a 12-byte
+message"), and -json adds it as "answer".
+
 A scope is stored as idem.Scope builds it: the quoted principal, then the
 operation. For a key sent through idemhttp, give the principal, the method and
 the route and the scope is built as the middleware builds it:
@@ -101,15 +106,25 @@ which is the same as
 			if err != nil {
 				return err
 			}
+			answer, err := answerOf(ctx, e, r)
+			if err != nil {
+				return err
+			}
 			if e.json {
-				return writeJSON(e.stdout, toJSON(r))
+				j := toJSON(r)
+				j.Answer = answer
+				return writeJSON(e.stdout, j)
 			}
 			w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintf(w, "scope\t%s\n", r.Scope)
 			fmt.Fprintf(w, "key\t%s\n", r.Key)
 			fmt.Fprintf(w, "state\t%s, %s\n", r.State, liveness(r))
 			if r.State == idem.StateCompleted {
-				fmt.Fprintf(w, "status\t%d\n", r.Status)
+				if answer != nil {
+					fmt.Fprintf(w, "status\t%d, %s\n", r.Status, answer)
+				} else {
+					fmt.Fprintf(w, "status\t%d\n", r.Status)
+				}
 				fmt.Fprintf(w, "stored\t%d header bytes, %d body bytes\n", r.HeaderBytes, r.BodyBytes)
 			}
 			fmt.Fprintf(w, "fingerprint\t%s\n", hex.EncodeToString(r.Fingerprint[:]))
@@ -147,7 +162,10 @@ old: idem list -state pending -live -min-age 10m
 
 Scopes begin with the quoted principal ("tenant-42" POST "/orders"), so
 one tenant's records are idem list -principal tenant-42 (the same as
--prefix '"tenant-42" ').`,
+-prefix '"tenant-42" ').
+
+A record of idemgrpc or idemconnect (status 0) shows its answer's code
+beside the status ("0 gRPC OK", "0 Connect NotFound"); -json adds "answer".`,
 	needsDB: true,
 	timeout: time.Minute,
 	flags: func(fs *flag.FlagSet, e *env) func(context.Context, *env) error {
@@ -213,27 +231,38 @@ one tenant's records are idem list -principal tenant-42 (the same as
 				}
 				f.After = next
 				if !e.json { // print page by page: -all may be long
-					if err := printRecords(e, records, nil, false); err != nil {
+					if err := printRecords(ctx, e, records, nil, false); err != nil {
 						return err
 					}
 					records = records[:0]
 				}
 			}
-			return printRecords(e, records, next, true)
+			return printRecords(ctx, e, records, next, true)
 		}
 	},
 }
 
 // printRecords prints records as a table, or as JSON with the next page's
-// token; last says whether a text listing ends here.
-func printRecords(e *env, records []idem.RecordInfo, next *idem.Cursor, last bool) error {
+// token; last says whether a text listing ends here. A record an RPC
+// adapter stored shows the code of its answer beside its status 0.
+func printRecords(ctx context.Context, e *env, records []idem.RecordInfo, next *idem.Cursor, last bool) error {
+	answers := make([]*rpcAnswer, len(records))
+	for i, r := range records {
+		a, err := answerOf(ctx, e, r)
+		if err != nil {
+			return err
+		}
+		answers[i] = a
+	}
 	if e.json {
 		out := struct {
 			Records []recordJSON `json:"records"`
 			Next    string       `json:"next,omitempty"`
 		}{Records: []recordJSON{}}
-		for _, r := range records {
-			out.Records = append(out.Records, toJSON(r))
+		for i, r := range records {
+			j := toJSON(r)
+			j.Answer = answers[i]
+			out.Records = append(out.Records, j)
 		}
 		if next != nil {
 			out.Next = next.Token()
@@ -241,9 +270,14 @@ func printRecords(e *env, records []idem.RecordInfo, next *idem.Cursor, last boo
 		return writeJSON(e.stdout, out)
 	}
 	w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	for _, r := range records {
+	for i, r := range records {
 		status := "-"
-		if r.State == idem.StateCompleted {
+		switch a := answers[i]; {
+		case a != nil && a.Protocol == "grpc":
+			status = fmt.Sprintf("%d gRPC %s", r.Status, a.Code)
+		case a != nil:
+			status = fmt.Sprintf("%d Connect %s", r.Status, a.Code)
+		case r.State == idem.StateCompleted:
 			status = fmt.Sprint(r.Status)
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s old\t%d B\n", r.Scope, r.Key, r.State, liveness(r), status, age(r.Age), r.BodyBytes)
