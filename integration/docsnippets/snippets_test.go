@@ -97,7 +97,7 @@ func TestSnippets(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", "vet", "./...")
 	cmd.Dir = mod
-	cmd.Env = append(os.Environ(), "GOWORK="+filepath.Join(dir, "go.work"), "GOFLAGS=-mod=readonly")
+	cmd.Env = append(os.Environ(), "GOWORK="+filepath.Join(dir, "go.work"))
 	out, err := cmd.CombinedOutput()
 	if err == nil {
 		runTests(ctx, t, mod, blocks)
@@ -141,7 +141,7 @@ func runTests(ctx context.Context, t *testing.T, mod string, blocks []block) {
 	}
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = mod
-	cmd.Env = append(os.Environ(), "GOWORK="+filepath.Join(filepath.Dir(mod), "go.work"), "GOFLAGS=-mod=readonly")
+	cmd.Env = append(os.Environ(), "GOWORK="+filepath.Join(filepath.Dir(mod), "go.work"))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
