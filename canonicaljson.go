@@ -261,19 +261,22 @@ func (c *canonicalizer) sortMembers(open, at int, ms []member) error {
 // character above U+FFFF (a surrogate pair, 0xD800-0xDBFF first) and one
 // from U+E000 to U+FFFF.
 func compareUTF16(a, b []byte) int {
-	for len(a) > 0 && len(b) > 0 {
-		ra, na := utf8.DecodeRune(a)
-		rb, nb := utf8.DecodeRune(b)
-		if ra != rb {
-			ua, ub := firstUTF16(ra), firstUTF16(rb)
-			if ua != ub {
-				return int(ua) - int(ub)
-			}
-			return int(ra) - int(rb) // one high surrogate: the low ones follow the code points
-		}
-		a, b = a[na:], b[nb:]
+	i := 0
+	for i < len(a) && i < len(b) && a[i] == b[i] {
+		i++
 	}
-	return len(a) - len(b)
+	if i == len(a) || i == len(b) {
+		return len(a) - len(b)
+	}
+	for i > 0 && a[i]&0xC0 == 0x80 { // back to the start of the characters that differ
+		i--
+	}
+	ra, _ := utf8.DecodeRune(a[i:])
+	rb, _ := utf8.DecodeRune(b[i:])
+	if ua, ub := firstUTF16(ra), firstUTF16(rb); ua != ub {
+		return int(ua) - int(ub)
+	}
+	return int(ra) - int(rb) // one high surrogate: the low ones follow the code points
 }
 
 // firstUTF16 is the first UTF-16 code unit of r.

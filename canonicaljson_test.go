@@ -2,11 +2,16 @@ package idem_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf16"
 
 	"github.com/idemkit/idem"
 )
@@ -230,5 +235,61 @@ func TestCanonicalJSONInvalid(t *testing.T) {
 	deep := strings.Repeat(`{"a":[`, 5000) + strings.Repeat(`]}`, 5000)
 	if _, err := idem.CanonicalJSON([]byte(deep)); err != nil {
 		t.Errorf("10,000 levels: %v", err)
+	}
+}
+
+// TestCanonicalJSONSortsByUTF16: names made of characters on both sides of
+// the places where UTF-16 order and code point order differ (U+E000 to
+// U+FFFF against a surrogate pair) come out in UTF-16 order, whatever
+// order they went in.
+func TestCanonicalJSONSortsByUTF16(t *testing.T) {
+	chars := []string{"a", "\u00e9", "\u07ff", "\u0800", "\ud7ff", "\ue000", "\uffff", "\U00010000", "\U0001f600", "\U0010ffff"}
+	var names []string
+	for _, a := range chars {
+		names = append(names, a)
+		for _, b := range chars {
+			names = append(names, a+b)
+		}
+	}
+	less := func(a, b string) bool {
+		ua, ub := utf16.Encode([]rune(a)), utf16.Encode([]rune(b))
+		return slices.Compare(ua, ub) < 0
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20 {
+		rng.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
+		var in strings.Builder
+		in.WriteByte('{')
+		for i, n := range names {
+			if i > 0 {
+				in.WriteByte(',')
+			}
+			name, _ := json.Marshal(n)
+			fmt.Fprintf(&in, "%s:%d", name, i)
+		}
+		in.WriteByte('}')
+		out, err := idem.CanonicalJSON([]byte(in.String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := json.NewDecoder(bytes.NewReader(out))
+		var got []string
+		for {
+			tok, err := dec.Token()
+			if err != nil {
+				break
+			}
+			if s, ok := tok.(string); ok { // the values are numbers: every string is a name
+				got = append(got, s)
+			}
+		}
+		if len(got) != len(names) {
+			t.Fatalf("%d names out, %d in", len(got), len(names))
+		}
+		for i := 1; i < len(got); i++ {
+			if !less(got[i-1], got[i]) {
+				t.Fatalf("%+q before %+q: not in UTF-16 order", got[i-1], got[i])
+			}
+		}
 	}
 }
