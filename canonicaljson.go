@@ -8,8 +8,8 @@ import (
 	"unicode/utf8"
 )
 
-// ErrInvalidJSON: CanonicalJSON was given bytes that are not one JSON text
-// it can canonicalize: not JSON at all, or JSON outside the I-JSON subset
+// ErrInvalidJSON is CanonicalJSON's error for bytes that are not one JSON
+// text it can canonicalize: not JSON at all, or JSON outside the I-JSON subset
 // that RFC 8785 requires (a repeated property name, invalid UTF-8, an
 // escaped lone surrogate, a number beyond the range of a float64), or
 // nested deeper than 10,000 arrays and objects.
