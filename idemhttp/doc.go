@@ -164,6 +164,11 @@
 // accepts such requests in one shared scope, for endpoints anonymous by
 // design.
 //
+// For clients that re-serialize a JSON body when they retry (another
+// property order, other number forms), CanonicalJSONFingerprint hashes the
+// body's RFC 8785 canonical form instead of its bytes (opt-in: it changes
+// the fingerprints of JSON bodies; see its documentation).
+//
 // To customise: keep Route a pattern, and make Fingerprint hash everything
 // that tells two requests apart, with idem.Hasher. For example, to ignore
 // the order of query parameters and hash only the fields that matter:
@@ -174,7 +179,7 @@
 //		h.AddString(route)
 //		h.AddString(r.URL.EscapedPath())
 //		h.AddString(r.URL.Query().Encode()) // sorted by key
-//		h.Add(canonicalJSON(body))          // yours
+//		h.Add(selectedFields(body))         // yours
 //		return h.Sum()
 //	}
 //

@@ -1,11 +1,15 @@
 package idemhttp
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/idemkit/idem"
 )
@@ -165,4 +169,141 @@ func FuzzScope(f *testing.F) {
 			t.Fatalf("methods %q and %q share the scope %q", method, other, s)
 		}
 	})
+}
+
+// FuzzCanonicalJSON: idem.CanonicalJSON accepts exactly the JSON that
+// encoding/json accepts, less what RFC 8785 refuses (invalid UTF-8, a
+// lone surrogate, a repeated name, a number beyond a float64). What it
+// accepts, its canonical form decodes to the same value, is its own
+// canonical form, and is the canonical form of encoding/json's own
+// serialization of that value: equal values, equal forms. The fingerprint
+// follows: the canonical one for a body with a canonical form, the default
+// one otherwise.
+func FuzzCanonicalJSON(f *testing.F) {
+	for _, seed := range []string{
+		`{"numbers":[333333333.33333329,1E30,4.50,2e-3,0.000000000000000000000000001],"string":"\u20ac$\u000F\u000aA'\u0042\u0022\u005c\\\"\/","literals":[null,true,false]}`,
+		`{"\u20ac":1,"\r":2,"\ufb33":3,"1":4,"\ud83d\ude00":5,"\u0080":6,"\u00f6":7}`,
+		`{"b":2e0,"a":10E-1}`, ` [ -0, 1e21, 1e-7, 0.000001, 9007199254740993, 5e-324 ] `,
+		`{"a":1,"a":2}`, `{"a":{"a":1},"b":{"a":1}}`, `"\ud800"`, `"\ude00x"`, "\"\xff\"", `1e400`, `-1e-400`,
+		`"\\ud800"`, `[]`, `{}`, `""`, `null`, `{"a":[{"c":3,"b":2}],"":0}`, `01`, `[1,]`, "",
+	} {
+		f.Add(seed)
+	}
+	r := &http.Request{Method: http.MethodPost, URL: &url.URL{Path: "/orders"}}
+	f.Fuzz(func(t *testing.T, body string) {
+		in := []byte(body)
+		c, err := idem.CanonicalJSON(in)
+		valid := json.Valid(in)
+		if err != nil {
+			if !errors.Is(err, idem.ErrInvalidJSON) {
+				t.Fatalf("CanonicalJSON(%q): %v does not wrap ErrInvalidJSON", body, err)
+			}
+			if valid && !refusedByRFC8785(in) {
+				t.Fatalf("CanonicalJSON(%q): %v; encoding/json accepts it and no rule of RFC 8785 refuses it", body, err)
+			}
+			if CanonicalJSONFingerprint(r, "/orders", in) != DefaultFingerprint(r, "/orders", in) {
+				t.Fatalf("body %q without a canonical form is not fingerprinted byte for byte", body)
+			}
+			return
+		}
+		if !valid {
+			t.Fatalf("CanonicalJSON(%q) = %s, but encoding/json refuses it", body, c)
+		}
+		if again, err := idem.CanonicalJSON(c); err != nil || !bytes.Equal(again, c) {
+			t.Fatalf("CanonicalJSON(%q) = %s, whose canonical form is %s, %v", body, c, again, err)
+		}
+		var v, cv any
+		if err := json.Unmarshal(in, &v); err != nil {
+			t.Fatalf("CanonicalJSON accepted %q, which encoding/json cannot decode: %v", body, err)
+		}
+		if err := json.Unmarshal(c, &cv); err != nil || !reflect.DeepEqual(v, cv) {
+			t.Fatalf("%q decodes to %#v, its canonical form %s to %#v (%v)", body, v, c, cv, err)
+		}
+		m, err := json.Marshal(v)
+		if err != nil {
+			t.Fatalf("json.Marshal(%#v): %v", v, err)
+		}
+		if mc, err := idem.CanonicalJSON(m); err != nil || !bytes.Equal(mc, c) {
+			t.Fatalf("%q and %s, encoding/json's serialization of its value, canonicalize to %s and %s (%v)", body, m, c, mc, err)
+		}
+		if CanonicalJSONFingerprint(r, "/orders", in) != CanonicalJSONFingerprint(r, "/orders", m) {
+			t.Fatalf("%q and %s, one value, fingerprint differently", body, m)
+		}
+		if CanonicalJSONFingerprint(r, "/orders", in) != DefaultFingerprint(r, "/orders", c) {
+			t.Fatalf("the canonical fingerprint of %q is not the default one of %s", body, c)
+		}
+	})
+}
+
+// refusedByRFC8785 reports whether JSON that encoding/json accepts breaks
+// a rule of RFC 8785 (I-JSON), found here without idem's parser: invalid
+// UTF-8, an escaped surrogate (a lone one among them: a pair is excused
+// too), a name repeated in one object, or a number encoding/json cannot
+// decode into a float64.
+func refusedByRFC8785(body []byte) bool {
+	if !utf8.Valid(body) {
+		return true
+	}
+	for i := 0; i+5 < len(body); i++ {
+		if body[i] != '\\' {
+			continue
+		}
+		if body[i+1] == 'u' && (body[i+2] == 'd' || body[i+2] == 'D') && strings.IndexByte("89abcdefABCDEF", body[i+3]) >= 0 {
+			return true
+		}
+		i++ // the escaped character
+	}
+	var v any
+	if json.Unmarshal(body, &v) != nil {
+		return true
+	}
+	return repeatsAName(body)
+}
+
+// repeatsAName reports whether an object in the JSON text body has a name
+// twice, walking encoding/json's tokens.
+func repeatsAName(body []byte) bool {
+	type frame struct {
+		names    map[string]bool // nil in an array
+		wantName bool
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{names: map[string]bool{}, wantName: true})
+			continue
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			if len(stack) > 0 && stack[len(stack)-1].names != nil {
+				stack[len(stack)-1].wantName = true
+			}
+			continue
+		}
+		if top == nil || top.names == nil {
+			continue
+		}
+		if top.wantName {
+			name := tok.(string)
+			if top.names[name] {
+				return true
+			}
+			top.names[name] = true
+			top.wantName = false
+		} else {
+			top.wantName = true
+		}
+	}
 }

@@ -123,9 +123,20 @@ func patternRoute(pattern string) string {
 // So the same key sent to another resource (another invoice, another
 // catch-all path, another host) is a mismatch (422), never a replay of the
 // first resource's answer. It is byte-exact: a client retrying must send the
-// same target and body bytes, which a retry of one intention does.
+// same target and body bytes, which a retry of one intention does (for
+// clients that re-serialize a JSON body on a retry, see
+// CanonicalJSONFingerprint).
 func DefaultFingerprint(r *http.Request, route string, body []byte) idem.Fingerprint {
 	var h idem.Hasher
+	addTarget(&h, r, route)
+	h.Add(body)
+	return h.Sum()
+}
+
+// addTarget adds what DefaultFingerprint hashes before the body: the
+// method, the route, the host (or "" when the pattern fixes it), the
+// escaped path and the raw query.
+func addTarget(h *idem.Hasher, r *http.Request, route string) {
 	h.AddString(r.Method)
 	h.AddString(route)
 	if patternHasHost(r.Pattern) {
@@ -140,8 +151,6 @@ func DefaultFingerprint(r *http.Request, route string, body []byte) idem.Fingerp
 		h.AddString("")
 		h.AddString("")
 	}
-	h.Add(body)
-	return h.Sum()
 }
 
 // patternHasHost reports whether a ServeMux pattern, "[METHOD ][HOST]/[PATH]",

@@ -79,7 +79,8 @@ type Config struct {
 	Key func(Message) (string, error)
 	// Fingerprint hashes what a message asks for; the same key with another
 	// fingerprint is rejected as a mismatch. Default: DefaultFingerprint
-	// (Queue and Data).
+	// (Queue and Data); CanonicalJSONFingerprint compares JSON data by
+	// value.
 	Fingerprint func(Message) idem.Fingerprint
 	// Permanent reports whether a handler's error means the message can
 	// never be processed, so it is rejected instead of retried. Default:
@@ -133,6 +134,24 @@ func DefaultFingerprint(m Message) idem.Fingerprint {
 	h.AddString(m.Queue)
 	h.Add(m.Data)
 	return h.Sum()
+}
+
+// CanonicalJSONFingerprint is a Config.Fingerprint for JSON payloads whose
+// producer may publish a message again under the same id with the data
+// serialized anew (an outbox relay that re-reads the payload from a jsonb
+// column, a retried publish that marshals again): it is DefaultFingerprint
+// with the data in its RFC 8785 canonical form (idem.CanonicalJSON), so
+// another property order, whitespace or number form is the same message,
+// and another value is still a mismatch. Data with no canonical form (not
+// JSON, or JSON that RFC 8785 refuses) is hashed byte for byte, as
+// DefaultFingerprint hashes it, and never fingerprints like JSON data. A
+// broker's redelivery carries the same bytes, so this is needed only for
+// republished messages; it costs a parse of the data.
+func CanonicalJSONFingerprint(m Message) idem.Fingerprint {
+	if canonical, err := idem.CanonicalJSON(m.Data); err == nil {
+		m.Data = canonical
+	}
+	return DefaultFingerprint(m)
 }
 
 // DefaultRetryDelay backs off exponentially with the delivery count: 100 ms
