@@ -93,11 +93,18 @@ func JSONKeyFunc(path ...string) KeyFunc {
 	}
 }
 
-// DefaultKey is the key function when Config.Key is nil: the
-// Idempotency-Key header, once, as the bare key or the IETF draft's
-// quoted sf-string.
+// DefaultKey reads the key as the middleware does when Config.Key is nil:
+// the Idempotency-Key header, once, as the bare key or the IETF draft's
+// quoted sf-string; its errors wrap idem.ErrInvalidKey, or ErrKeyMissing
+// when the header is absent. It is there for KeyFuncs that fall back to
+// it. (With Config.Key nil, the header is read before the body, so a
+// request without a key gets 400 whatever its body.)
 func DefaultKey(r *http.Request, _ []byte) (string, error) {
-	return keyFrom(r.Header)
+	key, err := keyFrom(r.Header)
+	if errors.Is(err, errNoKey) {
+		return "", fmt.Errorf("%w: %w", ErrKeyMissing, err)
+	}
+	return key, err
 }
 
 // requestKey reads a protected request's key with Config.Key (or

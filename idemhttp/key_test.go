@@ -38,6 +38,8 @@ func TestKeyFuncs(t *testing.T) {
 		{"header missing", idemhttp.HeaderKeyFunc("webhook-id"), plain, "", "", idemhttp.ErrKeyMissing},
 		{"header repeated", idemhttp.HeaderKeyFunc("svix-id"), withHeader("Svix-Id", "a", "b"), "", "", idem.ErrInvalidKey},
 		{"default: Idempotency-Key", idemhttp.DefaultKey, withHeader(idemhttp.HeaderKey, `"k-1"`), "", "k-1", nil},
+		{"default: no Idempotency-Key", idemhttp.DefaultKey, plain, "", "", idemhttp.ErrKeyMissing},
+		{"default: repeated", idemhttp.DefaultKey, withHeader(idemhttp.HeaderKey, "a", "b"), "", "", idem.ErrInvalidKey},
 		{"field", idemhttp.JSONKeyFunc("id"), plain, `{"object":"event","id":"evt_1"}`, "evt_1", nil},
 		{"field with escapes", idemhttp.JSONKeyFunc("id"), plain, `{"id":"evt\u005f1"}`, "evt_1", nil},
 		{"number", idemhttp.JSONKeyFunc("id"), plain, `{"id": -12.5e3 }`, "-12.5e3", nil},
