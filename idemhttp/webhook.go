@@ -13,7 +13,11 @@ import (
 // typically a webhook's signature over its body (see Config.Verify). It
 // gets the request and its whole body (r.Body must not be read), and
 // returns nil for a request to serve, or an error to refuse it: 401, unless
-// the error is (or wraps) a *VerifyError that names another status.
+// the error is (or wraps) a *VerifyError that names another status. A
+// signature covers the bytes as sent: when a middleware before this one
+// parsed the form, body is the form's encoding instead (see
+// Config.Fingerprint), so install this middleware before any that parses
+// or decodes the body.
 type VerifyFunc func(r *http.Request, body []byte) error
 
 // VerifyError is an error a VerifyFunc returns to choose the status of the
