@@ -32,6 +32,8 @@
 //	        (empty, over 255 bytes, not printable ASCII, a
 //	        malformed quoted string), or the body could not
 //	        be read
+//	401     Config.Verify refused the request (its status if   no
+//	        it chose one with a VerifyError): "unverified"
 //	403     no principal (Config.Principal returned ""), and   no
 //	        Config.AllowAnonymous is not set
 //	409     another request holds the key (or, on SQLite, the  no
@@ -88,7 +90,7 @@
 // The middleware's own errors are RFC 9457 problem details
 // (application/problem+json) with type "about:blank", the status phrase as
 // title, a detail for people, and a "code" member for programs:
-// "key-missing", "key-invalid", "principal-missing", "body-too-large",
+// "key-missing", "key-invalid", "unverified", "principal-missing", "body-too-large",
 // "body-unreadable", "key-mismatch", "in-flight", "database-busy" (a 409
 // on SQLite when the wait was for the database's write lock, not for the
 // key), "route-missing", "body-consumed", "middleware-nested",
@@ -190,6 +192,17 @@
 // it ("order-4711", with \" and \\ escapes), which is the same key. A value
 // that starts with a double quote but is not a well-formed sf-string (or
 // has parameters) is a 400.
+//
+// # Webhooks
+//
+// A received webhook is a retry by design: the sender redelivers until it
+// gets a 2xx, under its own event id. Config.Key takes the key from where
+// the sender puts it (HeaderKeyFunc("X-GitHub-Delivery"),
+// JSONKeyFunc("id") for Stripe's event id), Config.Verify checks the
+// signature before anything is claimed, a Principal that names the sender
+// gives its ids a scope of their own, and RouteFingerprint lets a
+// redelivery replay even when its bytes differ. See ExampleJSONKeyFunc,
+// ExampleHeaderKeyFunc and docs/webhooks.md.
 //
 // # Handlers that call out: WrapLease
 //

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/idemkit/idem"
@@ -65,6 +64,27 @@ type Config struct {
 	// matched). A protected request whose route is "" is refused (see
 	// Unrouted).
 	Route func(r *http.Request) string
+
+	// Key reads a protected request's idempotency key from where its sender
+	// puts it: HeaderKeyFunc for a header (a webhook's delivery id:
+	// "X-GitHub-Delivery", "webhook-id"), JSONKeyFunc for a field of the
+	// body (Stripe's event "id"), or a KeyFunc of your own. The key lives
+	// in the scope of Principal, method and route like any other, so give
+	// each sender its own endpoint, and a Principal that names it (see
+	// docs/webhooks.md). When Key or Verify is set, the body is read (up
+	// to MaxRequestBody) before the key. Default: DefaultKey (the
+	// Idempotency-Key header).
+	Key KeyFunc
+
+	// Verify checks each protected request, with its whole body, before
+	// its key is read and before anything is claimed: a webhook's
+	// signature, for one. A request it refuses gets 401 (or the status of
+	// a *VerifyError) with code "unverified", is logged at WARN, and
+	// claims, stores and burns nothing, so the genuine request with the
+	// same key is served as if the forged one had never come. Requests
+	// whose method is not in Methods are not protected, so not verified
+	// either. Default: none.
+	Verify VerifyFunc
 
 	// KeyOptional lets a protected request without an Idempotency-Key
 	// header through untouched, for adopting keys gradually: next runs as
@@ -180,6 +200,9 @@ func New[TTx any](store *idem.Store[TTx], cfg Config) (*Middleware[TTx], error) 
 	}
 	if cfg.Principal == nil {
 		return nil, fmt.Errorf("idemhttp: %w: Config.Principal is required: keys must be scoped to who sends them", idem.ErrInvalidConfig)
+	}
+	if cfg.KeyOptional && (cfg.Key != nil || cfg.Verify != nil) {
+		return nil, fmt.Errorf("idemhttp: %w: Config.KeyOptional goes with the Idempotency-Key header only, not with Config.Key or Config.Verify (a request without a key would skip them)", idem.ErrInvalidConfig)
 	}
 	if cfg.Methods == nil {
 		cfg.Methods = []string{http.MethodPost, http.MethodPatch}
@@ -302,17 +325,15 @@ func (m *Middleware[TTx]) unrouted(w http.ResponseWriter, r *http.Request) {
 // principal. When one is missing or unusable it answers and reports false.
 func (m *Middleware[TTx]) prepare(w http.ResponseWriter, r *http.Request, route string) (idem.Request, payload, bool) {
 	w.Header().Set(HeaderRetention, m.retention)
-	key, err := keyFrom(r.Header)
-	switch {
-	case errors.Is(err, errNoKey):
-		writeProblem(w, http.StatusBadRequest, "key-missing",
-			"This request needs an Idempotency-Key header: make one key for this operation and send it again on every retry of it.")
-		return idem.Request{}, payload{}, false
-	case err != nil:
-		reason := strings.TrimPrefix(err.Error(), idem.ErrInvalidKey.Error()+": ")
-		writeProblem(w, http.StatusBadRequest, "key-invalid",
-			fmt.Sprintf("The Idempotency-Key header is not usable (%s). A key is 1 to %d bytes of printable ASCII, sent once.", reason, idem.MaxKeyBytes))
-		return idem.Request{}, payload{}, false
+	// The Idempotency-Key header is read before the body; a key of
+	// Config.Key may be in the body, and Config.Verify comes first.
+	bodyFirst := m.cfg.Key != nil || m.cfg.Verify != nil
+	var key string
+	if !bodyFirst {
+		var ok bool
+		if key, ok = m.requestKey(w, r, nil); !ok {
+			return idem.Request{}, payload{}, false
+		}
 	}
 	body, err := readPayload(w, r, m.cfg.MaxRequestBody)
 	if err != nil {
@@ -326,6 +347,15 @@ func (m *Middleware[TTx]) prepare(w http.ResponseWriter, r *http.Request, route 
 		}
 		writeProblem(w, http.StatusBadRequest, "body-unreadable", "The request body could not be read. Nothing was done.")
 		return idem.Request{}, payload{}, false
+	}
+	if bodyFirst {
+		if !m.verified(w, r, body.body) {
+			return idem.Request{}, payload{}, false
+		}
+		var ok bool
+		if key, ok = m.requestKey(w, r, body.body); !ok {
+			return idem.Request{}, payload{}, false
+		}
 	}
 
 	principal := m.cfg.Principal(r)

@@ -23,7 +23,7 @@
 // the checks of answers, replay.go keys, replays and scopes, identity.go
 // what identifies a request, concurrency.go waits and races, failures.go
 // rollbacks and faults, noresponse.go handlers that answer nothing, lease.go
-// lease mode.
+// lease mode, webhook.go keys from the body and verification first.
 package idemhttptest
 
 import (
@@ -93,6 +93,7 @@ func cases[TTx any]() []conformance.Case[TTx] {
 		{Name: "EmptyAnswersAreStored", Run: testEmptyAnswers[TTx]},
 		{Name: "ImplicitOKStoresEmpty200", Run: testImplicitOK[TTx]},
 		{Name: "LeaseNoResponseResumes", Run: testLeaseNoResponse[TTx]},
+		{Name: "WebhookVerifyFirst", Run: testWebhookVerifyFirst[TTx]},
 	}
 }
 
