@@ -27,11 +27,3 @@ type notAnOutcome struct{ err error }
 
 func (e *notAnOutcome) Error() string { return e.err.Error() }
 func (e *notAnOutcome) Unwrap() error { return e.err }
-
-// unmarked returns the error NotAnOutcome marked, when err is one.
-func unmarked(err error) (error, bool) {
-	if m, ok := err.(*notAnOutcome); ok {
-		return m.err, true
-	}
-	return err, false
-}

@@ -301,9 +301,9 @@ func (s *Server[TTx]) serve(ctx context.Context, req connect.AnyRequest, next co
 		resetRequest()
 		resp, herr := next(ctx, req)
 		last = answer{resp: resp, err: herr}
-		if inner, marked := unmarked(herr); marked {
-			last.err = inner
-			return idem.Response{}, idemrpc.Unstored(inner)
+		if marked, ok := herr.(*notAnOutcome); ok {
+			last.err = marked.err // sent as the handler's own, without the mark
+			return idem.Response{}, idemrpc.Unstored(marked.err)
 		}
 		var infoHeader, infoTrailer http.Header
 		if hasInfo {

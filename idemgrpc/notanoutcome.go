@@ -37,11 +37,3 @@ func (e *notAnOutcome) GRPCStatus() *status.Status {
 	st, _ := status.FromError(e.err)
 	return st
 }
-
-// unmarked returns the error NotAnOutcome marked, when err is one.
-func unmarked(err error) (error, bool) {
-	if m, ok := err.(*notAnOutcome); ok {
-		return m.err, true
-	}
-	return err, false
-}

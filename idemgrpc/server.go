@@ -301,9 +301,9 @@ func (s *Server[TTx]) run(ctx context.Context, req any, method string, handler g
 	resp, herr := handler(grpc.NewContextWithServerTransportStream(ctx, stream), req)
 	header, trailer := stream.metadata()
 	*last = answer{resp: resp, err: herr, header: header, trailer: trailer}
-	if inner, marked := unmarked(herr); marked {
-		last.err = inner
-		return idem.Response{}, idemrpc.Unstored(inner)
+	if marked, ok := herr.(*notAnOutcome); ok {
+		last.err = marked.err // sent as the handler's own, without the mark
+		return idem.Response{}, idemrpc.Unstored(marked.err)
 	}
 	if herr != nil {
 		st, isStatus := status.FromError(herr)
