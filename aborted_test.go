@@ -27,7 +27,7 @@ func TestDoAfterAbortedTransaction(t *testing.T) {
 	}{
 		{"409 at completion", false, 409, true},
 		{"409 at commit", true, 409, true},
-		{"400 at completion", false, 400, true},
+		{"404 at completion", false, 404, true},
 		{"201 at completion", false, 201, false},
 		{"201 at commit", true, 201, false},
 		{"303 at completion", false, 303, false},

@@ -13,7 +13,9 @@ import (
 
 // Func is the work Do protects. It runs in the transaction that holds the
 // claim and returns the response to store. Returning an error rolls
-// everything back and stores nothing, so a retry does the work.
+// everything back and stores nothing, so a retry does the work. Returning
+// a response with ErrNotAnOutcome (a request that failed validation) rolls
+// back too, and Do returns that response as the answer, not stored.
 type Func[TTx any] func(ctx context.Context, tx TTx) (Response, error)
 
 // Do owns the transaction: it begins one the way the backend needs, claims
@@ -21,9 +23,10 @@ type Func[TTx any] func(ctx context.Context, tx TTx) (Response, error)
 // Losers get Replay, Mismatch or InFlight without running fn. opts choose how
 // this call's transaction begins (Isolation).
 //
-// fn's error rolls back and is returned unchanged. A response whose status
-// Config.StoreStatus refuses (by default 5xx, 408, 425 and 429) is returned
-// with Committed false and rolled back. When a statement of fn failed and
+// fn's error rolls back and is returned unchanged, except ErrNotAnOutcome:
+// then fn's response is returned with Committed false and rolled back, and
+// the key stays free. A response whose status Config.StoreStatus refuses
+// (by default 5xx, 400, 408, 422, 425 and 429) is returned the same way. When a statement of fn failed and
 // the database aborted the transaction (PostgreSQL, see ErrTxAborted), fn's
 // response cannot be stored: Do rolls back, and returns a client error
 // (4xx) with Committed false and Result.NotStored set, and any other
@@ -152,13 +155,14 @@ func (s *Store[TTx]) attempt(ctx context.Context, req Request, fn Func[TTx], o c
 		return claim.Result, nil
 	}
 	resp, err := fn(s.markRun(ctx), tx.Native())
-	if err != nil {
+	notAnOutcome := errors.Is(err, ErrNotAnOutcome)
+	if err != nil && !notAnOutcome {
 		return Result{}, fnError{err}
 	}
 	if err := resp.validate(); err != nil {
 		return Result{}, err
 	}
-	if !s.cfg.StoreStatus(resp.Status) {
+	if notAnOutcome || !s.cfg.StoreStatus(resp.Status) {
 		return Result{Outcome: Won, Response: resp}, nil
 	}
 	// The work is done: from here a caller that goes away must not turn

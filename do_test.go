@@ -444,7 +444,7 @@ func TestDoControlFlow(t *testing.T) {
 }
 
 // TestDoStatusPolicy: by default responses below 500 are stored and
-// committed, except 408, 425 and 429; the others are returned but rolled
+// committed, except 400, 408, 422, 425 and 429; the others are returned but rolled
 // back. Config.StoreStatus replaces the rule.
 func TestDoStatusPolicy(t *testing.T) {
 	for _, tc := range []struct {
@@ -457,10 +457,12 @@ func TestDoStatusPolicy(t *testing.T) {
 		{200, false, true},
 		{204, false, true},
 		{301, false, true},
-		{400, false, true},
+		{400, false, false},
 		{404, false, true},
 		{409, false, true},
-		{422, false, true},
+		{422, false, false},
+		{400, true, true},
+		{422, true, true},
 		{499, false, true},
 		{407, false, true},
 		{408, false, false},

@@ -28,6 +28,13 @@ type LeaseFunc[TTx any] func(ctx context.Context, l *Lease[TTx]) (Response, erro
 // margin before its end. Work that honours its context stops before
 // another process can take it over.
 //
+// If fn returns its response with ErrNotAnOutcome (the request never
+// began), the lease is forgotten (Lease.Forget): its record is deleted, so
+// the key is free for a corrected request, and the response is returned
+// with Committed false. When fn recorded a step, its work began: the lease
+// is released instead and DoLease fails with an error matching
+// ErrNotAnOutcome and ErrInvalidResponse.
+//
 // If fn returns an error or panics, the lease is released, so a retry
 // resumes from the last recovery point, and the error (or panic) comes
 // back; when fn's context ended because the lease was lost, the error also
@@ -67,6 +74,9 @@ func (s *Store[TTx]) DoLease(ctx context.Context, req Request, fn LeaseFunc[TTx]
 	returned = true
 	fctx, cancel := finishCtx()
 	defer cancel()
+	if errors.Is(err, ErrNotAnOutcome) {
+		return l.notAnOutcome(fctx, resp)
+	}
 	if err != nil {
 		if cause := context.Cause(hb.work); errors.Is(cause, ErrLeaseLost) && !errors.Is(err, ErrLeaseLost) {
 			err = errors.Join(err, cause) // the work stopped because its lease was lost
@@ -90,6 +100,28 @@ func (s *Store[TTx]) DoLease(ctx context.Context, req Request, fn LeaseFunc[TTx]
 		}
 	}
 	return res, err
+}
+
+// notAnOutcome ends a lease whose function answered resp with
+// ErrNotAnOutcome: its record is deleted (Forget), so the key is free, and
+// resp is the answer, not stored. A response that could not be stored
+// anyway (an invalid status) or a lease that recorded a step releases the
+// lease instead, and fails.
+func (l *Lease[TTx]) notAnOutcome(ctx context.Context, resp Response) (Result, error) {
+	err := resp.validate()
+	if err == nil {
+		err = l.Forget(ctx)
+		if err == nil {
+			return Result{Outcome: Won, Response: resp}, nil
+		}
+		if errors.Is(err, ErrLeaseLost) {
+			return Result{}, err
+		}
+	}
+	if rerr := l.Release(ctx); rerr != nil && !errors.Is(rerr, ErrLeaseLost) {
+		return Result{}, errors.Join(err, rerr)
+	}
+	return Result{}, err
 }
 
 // heartbeat keeps a lease alive while DoLease's function runs and until the

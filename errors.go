@@ -42,6 +42,17 @@ var (
 	// did not end. Unless the error also matches ErrCommitUnknown, nothing
 	// was committed. Retryable.
 	ErrCommitTimeout = errors.New("idem: Config.CommitTimeout passed before the transaction finished")
+	// ErrNotAnOutcome is what a function returns, together with its
+	// response, to answer without storing: the request never began (it
+	// failed validation, say), so its answer is not the key's outcome.
+	// Do rolls the transaction back and returns the response with
+	// Committed false, leaving the key free: a corrected request with the
+	// same key runs. In lease mode (DoLease) the lease's record is deleted
+	// the same way (Lease.Forget), unless the work recorded a step: then it
+	// began, the lease is released and DoLease fails with an error
+	// matching ErrNotAnOutcome and ErrInvalidResponse. Wrap it to add
+	// context; errors.Is finds it.
+	ErrNotAnOutcome = errors.New("idem: not an outcome: the request never began")
 )
 
 // The database meanings, re-exported from package dialect (the same values,

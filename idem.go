@@ -70,7 +70,7 @@ type Config struct {
 	// StoreStatus reports whether Do stores and commits a response with the
 	// given status. A response it refuses is returned to the caller but its
 	// transaction is rolled back, so a retry does the work again. Default:
-	// DefaultStoreStatus (everything but 5xx, 408, 425 and 429).
+	// DefaultStoreStatus (everything but 5xx, 400, 408, 422, 425 and 429).
 	StoreStatus func(status int) bool
 	// CommitTimeout bounds Complete and COMMIT once the function has
 	// returned. From then on the caller's context no longer ends the
@@ -127,15 +127,26 @@ type Config struct {
 }
 
 // DefaultStoreStatus is the Config.StoreStatus used when none is set. It
-// stores every status except those that say "not now" rather than an
-// outcome: 5xx (the server failed), 408 Request Timeout, 425 Too Early and
-// 429 Too Many Requests. A retry after such an answer does the work.
-// NoStatus (work without an HTTP status, done) is stored.
+// stores every status except those that are not an outcome: the ones that
+// say "not now" (5xx: the server failed; 408 Request Timeout, 425 Too Early
+// and 429 Too Many Requests), after which a retry does the work, and the
+// ones that say "never began" (400 Bad Request and 422 Unprocessable
+// Content: the request failed validation), after which the client may
+// correct the request and send it again with the same key, as Stripe's
+// rule has it (a result is saved only once the endpoint began executing).
+// In Do, not storing is always safe: the transaction rolls back, so
+// nothing the function wrote commits, and a retry validates again. Other
+// client errors (404, 409, ...) answer about the state the request met and
+// are stored; a function that answers one of them before it began returns
+// ErrNotAnOutcome with it. NoStatus (work without an HTTP status, done) is
+// stored.
 func DefaultStoreStatus(status int) bool {
 	switch {
 	case status >= 500:
 		return false
 	case status == 408, status == 425, status == 429:
+		return false
+	case status == 400, status == 422:
 		return false
 	}
 	return true
@@ -375,8 +386,9 @@ type Result struct {
 	Response Response
 	// Committed is set by Do: the function's work and the record committed.
 	// It is false on Won when the response's status was not to be stored
-	// and its transaction rolled back (see Config.StoreStatus), or when it
-	// could not be stored (NotStored), and for every other outcome.
+	// and its transaction rolled back (see Config.StoreStatus), when the
+	// function returned ErrNotAnOutcome with it, or when it could not be
+	// stored (NotStored), and for every other outcome.
 	Committed bool
 	// NotStored, on Won from Do or from a lease's Complete, is why the
 	// function's response could not be stored: a statement of its
@@ -414,7 +426,10 @@ type Claimed struct {
 
 // Claim claims req's key in the caller's transaction tx with one insert that
 // tells the winner from the loser. On Won the caller performs its effect in
-// tx, calls Complete, then commits. Any other outcome means the caller does
+// tx, calls Complete, then commits; to answer without storing (the request
+// failed validation: not an outcome, see ErrNotAnOutcome), it rolls tx
+// back instead of calling Complete, which drops the claim with everything
+// tx wrote, so the key is free for a corrected request. Any other outcome means the caller does
 // no work and should roll tx back; on some databases (PostgreSQL) a claim that
 // timed out (InFlight) has already aborted tx.
 func (s *Store[TTx]) Claim(ctx context.Context, tx TTx, req Request) (*Claimed, error) {

@@ -532,9 +532,11 @@ func (l *Lease[TTx]) fencedTx(ctx context.Context, op string, fn func(ctx contex
 // Complete stores resp as the key's outcome and ends the lease, in a
 // transaction guarded by the lease's token; fn, when not nil, makes the
 // caller's final database writes in it. A response whose status
-// Config.StoreStatus refuses (5xx, 408, 425, 429 by default) is not stored:
-// the lease is released instead, so a retry resumes the work from the last
-// recovery point, and the result has Committed false. It fails with
+// Config.StoreStatus refuses (5xx, 400, 408, 422, 425, 429 by default) is
+// not stored: the lease is released instead, so a retry of the same request
+// resumes the work from the last recovery point, and the result has
+// Committed false. A released lease keeps the key for this request: to
+// free it for a corrected request, Forget the lease instead. It fails with
 // ErrLeaseLost, storing nothing, when the lease was taken over. A response
 // it cannot store (too large, an invalid status) is refused before
 // anything is written; the lease stays held (DoLease then releases it).
@@ -609,6 +611,51 @@ func (l *Lease[TTx]) Release(ctx context.Context) error {
 	l.writing.Lock()
 	defer l.writing.Unlock()
 	return l.release(ctx)
+}
+
+// Forget ends the lease and deletes the key's record, storing nothing: for
+// work that never began (the request failed validation, see
+// ErrNotAnOutcome). The key is then free, and the next request with it (a
+// corrected one, with another fingerprint, included) claims it afresh; a
+// released lease would instead keep the key for this request, so a
+// corrected request would be a Mismatch. The deletion is fenced: it
+// happens in a transaction that first extends the lease with its token,
+// and it raises the key's token floor, so tokens never repeat. Work that
+// recorded a step has begun (an external call was made under this
+// intention's DownstreamKey): Forget refuses it, changing nothing, with an
+// error matching ErrNotAnOutcome and ErrInvalidResponse; Release it
+// instead. It fails with ErrLeaseLost when the lease was taken over.
+func (l *Lease[TTx]) Forget(ctx context.Context) error {
+	l.writing.Lock()
+	defer l.writing.Unlock()
+	if err := l.held("forget"); err != nil {
+		return err
+	}
+	if step, _ := l.Step(); step != "" {
+		return fmt.Errorf("%w: %w: key %q recorded step %q, so its work began; release the lease instead",
+			ErrInvalidResponse, ErrNotAnOutcome, l.req.Key, step)
+	}
+	a, err := l.store.admin("forget")
+	if err != nil {
+		return err
+	}
+	leaser := l.store.d.(dialect.Leaser)
+	err = l.fencedTx(ctx, "forget the lease of", nil, func(q dialect.Queryer) error {
+		// The extension proves the lease is still this holder's and locks
+		// its row for the deletion.
+		if _, err := leaser.ExtendLease(ctx, q, l.store.table, l.fence()); err != nil {
+			return err
+		}
+		_, err := a.Delete(ctx, q, l.store.table, dialect.DeleteArgs{Scope: l.req.Scope, Key: l.req.Key, Force: true, Now: l.store.now()})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.ended = true
+	l.mu.Unlock()
+	return nil
 }
 
 // releasedLease reports whether rec's lease was ended by Release: a release

@@ -99,9 +99,9 @@ func testInFlightMismatch[TTx any](t *testing.T, b Backend[TTx]) {
 	}
 }
 
-// testStatusPolicy: by default every status below 500 but 408, 425 and 429
-// is stored and replays; the others are returned but rolled back (the retry
-// does the work again). Config.StoreStatus changes the rule.
+// testStatusPolicy: by default every status below 500 but 400, 408, 422, 425
+// and 429 is stored and replays; the others are returned but rolled back
+// (the retry does the work again). Config.StoreStatus changes the rule.
 func testStatusPolicy[TTx any](t *testing.T, b Backend[TTx]) {
 	e := setup(t, b, idem.Config{})
 	storing, err := idem.New(e.Driver, idem.Config{Table: e.Table, WaitBound: e.Store.Config().WaitBound, StoreStatus: func(int) bool { return true }})
@@ -115,11 +115,13 @@ func testStatusPolicy[TTx any](t *testing.T, b Backend[TTx]) {
 	}{
 		{200, false, true},
 		{302, false, true},
-		{400, false, true},
+		{400, false, false},
 		{404, false, true},
 		{409, false, true},
-		{422, false, true},
+		{422, false, false},
 		{499, false, true},
+		{400, true, true},
+		{422, true, true},
 		{408, false, false},
 		{425, false, false},
 		{429, false, false},
@@ -150,7 +152,7 @@ func testStatusPolicy[TTx any](t *testing.T, b Backend[TTx]) {
 		case tc.stored && (again.Outcome != idem.Replay || again.Response.Status != tc.status || string(again.Response.Body) != label):
 			e.Errorf(req.Key, "status %d again: %v %d %q, want a replay of it", tc.status, again.Outcome, again.Response.Status, again.Response.Body)
 		case !tc.stored && (again.Outcome != idem.Won || !again.Committed):
-			e.Errorf(req.Key, "status %d again: %v, want won (the 5xx was rolled back)", tc.status, again.Outcome)
+			e.Errorf(req.Key, "status %d again: %v, want won (the answer was rolled back)", tc.status, again.Outcome)
 		}
 		if n := e.effectCount(label); n != 1 {
 			e.Errorf(req.Key, "status %d: effects = %d, want 1", tc.status, n)

@@ -320,14 +320,14 @@ func (r *modelRun[TTx]) drawResponse(t *rapid.T) idem.Response {
 // drawUnstored draws a response whose status the store, by default, does
 // not keep: the work is to be done again.
 func (r *modelRun[TTx]) drawUnstored(t *rapid.T) idem.Response {
-	status := rapid.SampledFrom([]int{500, 503, 408, 425, 429}).Draw(t, "status")
+	status := rapid.SampledFrom([]int{500, 503, 408, 425, 429, 400, 422}).Draw(t, "status")
 	return idem.Response{Status: status, Body: []byte("try later")}
 }
 
 // modelStores is the model's own rule for which statuses are kept (the
 // default Config.StoreStatus), so that a change of the default shows.
 func modelStores(status int) bool {
-	return status < 500 && status != 408 && status != 425 && status != 429
+	return status < 500 && status != 400 && status != 408 && status != 422 && status != 425 && status != 429
 }
 
 // drawHolder draws one of the sequence's holders, or skips the step when

@@ -29,8 +29,11 @@
 // The answers:
 //
 //	first call           the handler's answer; a success or a *connect.Error with a stored code
-//	                     (DefaultStoreCode: the client's mistakes) commits with the handler's
-//	                     writes, any other code or a plain error rolls back and is sent as given
+//	                     (DefaultStoreCode: the answers about the state the call met) commits
+//	                     with the handler's writes; CodeInvalidArgument (the request never
+//	                     began: the client may correct it and call again with the same key),
+//	                     an error marked with NotAnOutcome, any other code or a plain error
+//	                     rolls back, is not stored, and is sent as given
 //	retry, same request  the stored message with the stored response header and trailers, or
 //	                     the stored error (code, message, details, metadata), with
 //	                     Idempotent-Replayed: true in the header (an error's metadata)

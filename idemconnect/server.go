@@ -80,11 +80,14 @@ type Config struct {
 }
 
 // DefaultStoreCode is the Config.StoreCode used when none is set, the same
-// policy as idemgrpc.DefaultStoreCode: the client's mistakes
-// (InvalidArgument, NotFound, AlreadyExists, PermissionDenied,
-// Unauthenticated, FailedPrecondition, OutOfRange) are stored; Canceled,
+// policy as idemgrpc.DefaultStoreCode: the answers about the state a call
+// met (NotFound, AlreadyExists, PermissionDenied, Unauthenticated,
+// FailedPrecondition, OutOfRange) are stored; InvalidArgument (the request
+// failed validation and never began: the client may correct it and call
+// again with the same key) and the codes that say "not now" (Canceled,
 // Unknown, DeadlineExceeded, ResourceExhausted, Aborted, Unimplemented,
-// Internal, Unavailable and DataLoss are not, so a retry runs the handler.
+// Internal, Unavailable and DataLoss) are not, so the next call with the key
+// runs the handler. NotAnOutcome marks any other answer the same way.
 func DefaultStoreCode(c connect.Code) bool {
 	return c != 0 && idemrpc.DefaultStoreCode(idemrpc.Code(c))
 }
@@ -298,6 +301,10 @@ func (s *Server[TTx]) serve(ctx context.Context, req connect.AnyRequest, next co
 		resetRequest()
 		resp, herr := next(ctx, req)
 		last = answer{resp: resp, err: herr}
+		if marked, ok := herr.(*notAnOutcome); ok {
+			last.err = marked.err // sent as the handler's own, without the mark
+			return idem.Response{}, idemrpc.Unstored(marked.err)
+		}
 		var infoHeader, infoTrailer http.Header
 		if hasInfo {
 			infoHeader = headerDiff(savedHeader, info.ResponseHeader())

@@ -83,7 +83,12 @@
 //     INSERTs and then returns 409 commits its INSERT with the stored 409:
 //     the answer a retry replays and the database agree. Check before you
 //     write, or return one of the errors below, when a 4xx must leave
-//     nothing behind. 408, 425, 429 and every 5xx are served with their
+//     nothing behind. 400 and 422 say the request never began: they are
+//     served but rolled back and not stored, so the client may correct
+//     the request and send it with the same key; call
+//     idemhttp.NotAnOutcome(c.Request()) before returning another status
+//     that means the same (a 404 for an unknown item, say). 408, 425, 429
+//     and every 5xx are served with their
 //     status but rolled back and not stored (idem.Config.StoreStatus;
 //     under WrapLease the lease is released, its recorded steps kept), and
 //     a 5xx is logged with its error. So a 503 (with the Retry-After the

@@ -64,10 +64,10 @@ func Example() {
 			Item string `json:"item"`
 		}
 		if err := c.Bind(&o); err != nil {
-			return err // a 400, stored and replayed
+			return err // a 400: not stored, the client may correct the request and send it with the same key
 		}
 		if o.Item == "" {
-			return echo.NewHTTPError(http.StatusUnprocessableEntity, "item is required")
+			return echo.NewHTTPError(http.StatusUnprocessableEntity, "item is required") // a 422: not stored either
 		}
 		tx, _ := idemhttp.Tx[*sql.Tx](c.Request().Context())
 		res, err := tx.ExecContext(c.Request().Context(), "INSERT INTO orders (item) VALUES (?)", o.Item)
@@ -91,7 +91,7 @@ func Example() {
 	post("order-1", `{"item":"book"}`)
 	post("order-1", `{"item":"book"}`) // the client's retry
 	post("order-2", `{}`)
-	post("order-2", `{}`)
+	post("order-2", `{"item":"pen"}`) // corrected, with the same key: it runs
 
 	rec, err := store.Lookup(ctx, idemhttp.Scope("tenant-42", http.MethodPost, "/v1/carts/:id/orders"), "order-1")
 	fmt.Println(rec.Response.Status, err)
@@ -99,6 +99,6 @@ func Example() {
 	// 201 replayed="" {"cart":"7","order":1}
 	// 201 replayed="true" {"cart":"7","order":1}
 	// 422 replayed="" {"message":"item is required"}
-	// 422 replayed="true" {"message":"item is required"}
+	// 201 replayed="" {"cart":"7","order":2}
 	// 201 <nil>
 }

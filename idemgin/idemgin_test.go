@@ -211,6 +211,33 @@ func newService(t *testing.T, cfg idemhttp.Config) *service {
 		}
 		panic("handler bug")
 	}))
+	// validate inserts its payment, then refuses an amount that is not
+	// positive with 400 and one over 1000 with 409 marked NotAnOutcome.
+	e.POST("/orders/:id/validate", mw.Wrap(func(c *gin.Context) {
+		s.runs.Add(1)
+		var body struct{ Amount int }
+		if err := c.ShouldBindJSON(&body); err != nil {
+			c.AbortWithStatusJSON(http.StatusBadRequest, gin.H{"error": err.Error()})
+			return
+		}
+		tx, _ := idemhttp.Tx[*sql.Tx](c.Request.Context())
+		res, err := tx.ExecContext(c.Request.Context(), "INSERT INTO payments (order_id, amount) VALUES (?, ?)", c.Param("id"), body.Amount)
+		if err != nil {
+			idemhttp.Fail(c.Writer, c.Request, err)
+			return
+		}
+		switch {
+		case body.Amount <= 0:
+			c.AbortWithStatusJSON(http.StatusBadRequest, gin.H{"error": "amount must be positive"})
+			return
+		case body.Amount > 1000:
+			idemhttp.NotAnOutcome(c.Request)
+			c.AbortWithStatusJSON(http.StatusConflict, gin.H{"error": "over the order's limit"})
+			return
+		}
+		id, _ := res.LastInsertId()
+		c.JSON(http.StatusCreated, gin.H{"payment": id, "amount": body.Amount})
+	}))
 	// status answers with a status and no body.
 	e.POST("/orders/:id/status", mw.Wrap(func(c *gin.Context) {
 		s.runs.Add(1)
@@ -393,7 +420,8 @@ func TestRerunAfterSerializationFailure(t *testing.T) {
 
 // TestAnswers: how a run's end becomes the answer: c.Error without a
 // write rolls back; AbortWithStatusJSON and a bare status are answers,
-// stored and replayed; writing nothing is no answer.
+// stored and replayed (a 400 is served, not stored); writing nothing is no
+// answer.
 func TestAnswers(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -408,7 +436,7 @@ func TestAnswers(t *testing.T) {
 		{name: "c.Error without a write", route: "error", status: http.StatusInternalServerError, code: "handler-failed", errors: 1},
 		{name: "AbortWithStatusJSON 402", route: "refuse", status: http.StatusPaymentRequired, stored: true, payments: 1},
 		{name: "c.JSON fails to render", route: "render", status: http.StatusInternalServerError, code: "handler-failed", errors: 1},
-		{name: "AbortWithError 400", route: "invalid", status: http.StatusBadRequest, stored: true, errors: 2}, // the handler's, and the middleware's refused c.JSON
+		{name: "AbortWithError 400", route: "invalid", status: http.StatusBadRequest, errors: 2}, // the handler's, and the middleware's refused c.JSON; a 400 is not stored
 		{name: "panic, gin's Recovery answers", route: "panic", status: http.StatusInternalServerError},
 		{name: "c.Status(204)", route: "status", status: http.StatusNoContent, stored: true},
 		{name: "nothing written", route: "nothing", status: http.StatusInternalServerError, code: "no-response"},

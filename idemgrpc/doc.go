@@ -27,8 +27,11 @@
 // The answers:
 //
 //	first call           the handler's answer; a stored code (DefaultStoreCode: OK and the
-//	                     client's mistakes) commits with the handler's writes, any other code
-//	                     or a plain error rolls back and is sent as the handler gave it
+//	                     answers about the state the call met) commits with the handler's
+//	                     writes; InvalidArgument (the request never began: the client may
+//	                     correct it and call again with the same key), an error marked with
+//	                     NotAnOutcome, any other code or a plain error rolls back, is not
+//	                     stored, and is sent as the handler gave it
 //	retry, same request  the stored message, or the stored status (code, message, details),
 //	                     with the stored header and trailer and idempotent-replayed: true
 //	                     in the header

@@ -96,11 +96,14 @@ type Config struct {
 
 // DefaultStoreCode is the Config.StoreCode used when none is set. Like
 // idem.DefaultStoreStatus for HTTP, it stores outcomes and refuses the codes
-// that say "not now": OK and the client's mistakes (InvalidArgument,
-// NotFound, AlreadyExists, PermissionDenied, Unauthenticated,
-// FailedPrecondition, OutOfRange) are stored; Canceled, Unknown,
-// DeadlineExceeded, ResourceExhausted, Aborted, Unimplemented, Internal,
-// Unavailable and DataLoss are not, so a retry runs the handler.
+// that are not one: OK and the answers about the state a call met
+// (NotFound, AlreadyExists, PermissionDenied, Unauthenticated,
+// FailedPrecondition, OutOfRange) are stored; InvalidArgument (the request
+// failed validation and never began: the client may correct it and call
+// again with the same key) and the codes that say "not now" (Canceled,
+// Unknown, DeadlineExceeded, ResourceExhausted, Aborted, Unimplemented,
+// Internal, Unavailable and DataLoss) are not, so the next call with the key
+// runs the handler. NotAnOutcome marks any other answer the same way.
 func DefaultStoreCode(c codes.Code) bool { return idemrpc.DefaultStoreCode(idemrpc.Code(c)) }
 
 // DefaultFingerprint hashes the full method name and the request's
@@ -298,6 +301,10 @@ func (s *Server[TTx]) run(ctx context.Context, req any, method string, handler g
 	resp, herr := handler(grpc.NewContextWithServerTransportStream(ctx, stream), req)
 	header, trailer := stream.metadata()
 	*last = answer{resp: resp, err: herr, header: header, trailer: trailer}
+	if marked, ok := herr.(*notAnOutcome); ok {
+		last.err = marked.err // sent as the handler's own, without the mark
+		return idem.Response{}, idemrpc.Unstored(marked.err)
+	}
 	if herr != nil {
 		st, isStatus := status.FromError(herr)
 		if !isStatus || !s.cfg.StoreCode(st.Code()) {

@@ -22,6 +22,8 @@ type handlerRun struct {
 
 	mu  sync.Mutex
 	err error
+	// notAnOutcome: the handler called NotAnOutcome.
+	notAnOutcome bool
 }
 
 func (r *handlerRun) fail(err error) {

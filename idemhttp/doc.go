@@ -25,7 +25,9 @@
 //	status  when                                               stored
 //	------  -------------------------------------------------  ------
 //	any     first request: the handler's answer                yes, unless 5xx,
-//	                                                           408, 425, 429
+//	                                                           400, 408, 422,
+//	                                                           425, 429 or
+//	                                                           NotAnOutcome
 //	same    retry of a stored answer: status, headers and      -
 //	        body as stored, plus Idempotent-Replayed: true
 //	400     Idempotency-Key missing, repeated or malformed     no
@@ -60,10 +62,18 @@
 //	        unknown; Retry-After. Retrying with the same key
 //	        is safe: it replays or does the work once
 //
-// The handler's own answers with a status that says "not now" rather than
-// an outcome (5xx, 408, 425 and 429, see idem.Config.StoreStatus) are served
-// but rolled back, so a retry runs the handler again; every other status,
-// 4xx included, commits with the handler's writes and replays.
+// The handler's own answers that are not an outcome are served but rolled
+// back, so nothing the handler wrote commits and the next request with the
+// key runs the handler again: a status that says "not now" (5xx, 408, 425
+// and 429), and one that says the request never began (400 and 422: it
+// failed validation; see idem.DefaultStoreStatus and
+// idem.Config.StoreStatus). A client that gets a 400 or 422 from the
+// handler may correct the request and send it with the same key, as
+// Stripe's API allows; idem's own 422 ("key-mismatch") is different: the
+// key already holds another request's outcome. A handler marks any other
+// answer given before its work began (a 404 for a referenced item that
+// does not exist, say) with NotAnOutcome. Every other status, 4xx
+// included, commits with the handler's writes and replays.
 //
 // On PostgreSQL a statement that fails aborts the whole transaction, so a
 // handler that catches the error (a unique violation) and answers has
@@ -213,9 +223,13 @@
 // recorded, records a step after each external call (with that step's own
 // writes, Lease.RecordStep) and sends Lease.DownstreamKey(step) as the
 // provider's idempotency key. Its answer is stored when it returns, with
-// the same answers as Wrap for retries; Fail, a panic or a status that is
-// not stored release the lease and answer 503, and a retry resumes from the
-// last recorded step. A handler that answers nothing releases the lease
+// the same answers as Wrap for retries; Fail or a panic release the lease
+// and answer 503, a status that is not stored releases it and is served,
+// and a retry resumes from the last recorded step. A released lease keeps
+// the key for its request, so under WrapLease a corrected request gets 422
+// after a plain 400; a handler that answers before its work began calls
+// NotAnOutcome, which deletes the lease's record (idem.Lease.Forget) and so
+// frees the key, unless a step was recorded. A handler that answers nothing releases the lease
 // too, with 500 "no-response" (unless Config.ImplicitOK). While the lease
 // is held a retry gets 409 with a Retry-After until the lease ends; a
 // handler that outlived its lease while another attempt took the work over

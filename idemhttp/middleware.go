@@ -446,7 +446,7 @@ func (m *Middleware[TTx]) run(ctx context.Context, r *http.Request, p payload, n
 		return rec, idem.Response{}, err
 	}
 	resp.Header = m.storedHeader(resp.Header)
-	return rec, resp, nil
+	return rec, resp, run.outcome()
 }
 
 // answer writes what Do or DoLease decided.
@@ -518,6 +518,10 @@ func (m *Middleware[TTx]) failed(w http.ResponseWriter, r *http.Request, req ide
 		log("response too large to store; rolled back")
 		writeProblem(w, http.StatusInternalServerError, "response-too-large",
 			"The response was too large to store for replay, so the operation was rolled back. Retrying will not help.")
+	case errors.Is(err, idem.ErrNotAnOutcome):
+		log("handler called NotAnOutcome after recording a step: its work began; lease released, nothing stored")
+		writeProblem(w, http.StatusInternalServerError, "handler-failed",
+			"The operation failed. What it completed is kept: retrying with the same Idempotency-Key resumes it.")
 	case errors.Is(err, idem.ErrInvalidResponse):
 		log("handler wrote an invalid status; rolled back")
 		writeProblem(w, http.StatusInternalServerError, "handler-failed", "The operation failed and was rolled back.")

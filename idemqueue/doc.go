@@ -30,6 +30,15 @@
 // (JetStream MaxDeliver, a RabbitMQ quorum queue's delivery-limit), so a
 // message that fails forever stops.
 //
+// A message that fails validation is not an outcome (see
+// idem.ErrNotAnOutcome), and a queue needs nothing more to say so: return
+// an error wrapped with Permanent, and the work rolls back, nothing is
+// stored under the message's key, and the message is rejected. Unlike an
+// HTTP client, a broker has no corrected retry of the same message: its
+// redelivery carries the same data. The corrected message is a new one,
+// with an id of its own; one whose key function picks the same business
+// key (Config.Key) finds the key free and runs, since nothing was stored.
+//
 // A handler's panic does not reach the broker's callback: its transaction
 // is rolled back, the panic is logged with its stack, and the message is
 // retried with backoff until its delivery count reaches

@@ -43,14 +43,19 @@ func (c Code) String() string {
 
 // DefaultStoreCode is the store policy of both adapters (their
 // DefaultStoreCode): like idem.DefaultStoreStatus for HTTP, it stores
-// outcomes and refuses the codes that say "not now". OK and the client's
-// mistakes (InvalidArgument, NotFound, AlreadyExists, PermissionDenied,
-// Unauthenticated, FailedPrecondition, OutOfRange) are stored; Canceled,
-// Unknown, DeadlineExceeded, ResourceExhausted, Aborted, Unimplemented,
-// Internal, Unavailable and DataLoss are not, so a retry runs the handler.
+// outcomes and refuses the codes that are not one. OK and the answers about
+// the state a call met (NotFound, AlreadyExists, PermissionDenied,
+// Unauthenticated, FailedPrecondition, OutOfRange) are stored. Not stored,
+// so the next call with the key runs the handler: InvalidArgument, which
+// says the request never began (it failed validation, HTTP's 400: the
+// client may correct it and send it with the same key), and the codes that
+// say "not now": Canceled, Unknown, DeadlineExceeded, ResourceExhausted,
+// Aborted, Unimplemented, Internal, Unavailable and DataLoss. A handler
+// answers any other error without storing it by wrapping it with its
+// adapter's NotAnOutcome.
 func DefaultStoreCode(c Code) bool {
 	switch c {
-	case OK, InvalidArgument, NotFound, AlreadyExists, PermissionDenied,
+	case OK, NotFound, AlreadyExists, PermissionDenied,
 		Unauthenticated, FailedPrecondition, OutOfRange:
 		return true
 	}

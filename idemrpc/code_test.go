@@ -7,10 +7,11 @@ import (
 	"github.com/idemkit/idem/idemrpc"
 )
 
-// TestDefaultStoreCode: outcomes are stored, "not now" is not.
+// TestDefaultStoreCode: outcomes are stored; "not now" and InvalidArgument
+// (the request never began) are not.
 func TestDefaultStoreCode(t *testing.T) {
 	stored := map[idemrpc.Code]bool{
-		idemrpc.OK: true, idemrpc.InvalidArgument: true, idemrpc.NotFound: true, idemrpc.AlreadyExists: true,
+		idemrpc.OK: true, idemrpc.InvalidArgument: false, idemrpc.NotFound: true, idemrpc.AlreadyExists: true,
 		idemrpc.PermissionDenied: true, idemrpc.Unauthenticated: true, idemrpc.FailedPrecondition: true, idemrpc.OutOfRange: true,
 	}
 	for c := idemrpc.OK; c <= idemrpc.Unauthenticated+1; c++ {

@@ -61,6 +61,8 @@ func cases[TTx any]() []conformance.Case[TTx] {
 		{Name: "ReplayKeepsConfiguredHeaders", Run: testStoreHeader[TTx]},
 		{Name: "ReplayImplicitStatusAndSniffedType", Run: testImplicitStatus[TTx]},
 		{Name: "ClientErrorIsStored", Run: testClientErrorStored[TTx]},
+		{Name: "ValidationFailureNotStored", Run: testValidationNotStored[TTx]},
+		{Name: "LeaseNotAnOutcome", Run: testLeaseNotAnOutcome[TTx]},
 		{Name: "Mismatch422", Run: testMismatch[TTx]},
 		{Name: "ScopeSeparatesPrincipalsRoutesMethods", Run: testScopes[TTx]},
 		{Name: "InFlight409", Run: testInFlight[TTx]},
