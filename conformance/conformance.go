@@ -158,6 +158,8 @@ func cases[TTx any]() []Case[TTx] {
 		{"LeaseMismatch", testLeaseMismatch[TTx]},
 		{"DoLeaseHeartbeat", testDoLeaseHeartbeat[TTx]},
 		{"ExpiredLeasesResume", testExpiredLeasesResume[TTx]},
+		{"RecoveryResumesKilledHolder", testRecoveryResumesKilledHolder[TTx]},
+		{"RecoveryRunnersRace", testRecoveryRunnersRace[TTx]},
 		{"LeaseAndDoShareKeys", testLeaseAndDoShareKeys[TTx]},
 		{"LeaseBadInput", testLeaseBadInput[TTx]},
 		{"LeaseFencingAcrossLifetimes", testLeaseFencingAcrossLifetimes[TTx]},
