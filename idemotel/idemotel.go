@@ -1,7 +1,7 @@
 // Package idemotel reports what an idem Store does to OpenTelemetry:
 // metrics for claims by outcome, the time losers waited for a held key,
-// retries by cause, commits of unknown outcome, stored body sizes, purges
-// and (once leases exist) takeovers; a span around every Store.Do and,
+// retries by cause, commits of unknown outcome, stored body sizes, purges,
+// takeovers and RunRecovery's recoveries; a span around every Store.Do and,
 // with Middleware, around idemhttp's handling of a request, each with the
 // outcome as an attribute.
 //
@@ -18,17 +18,20 @@
 // The meter is named after this module (ScopeName). Every metric carries
 // idem.table; units follow the OpenTelemetry conventions.
 //
-//	name                       instrument  unit        attributes
-//	idem.claims                counter     {claim}     idem.outcome (won, replay, mismatch, in-flight), idem.read_first, idem.lease
-//	idem.claim.wait.duration   histogram   s           idem.outcome (replay, in-flight), idem.lease: how long a loser's claim took
-//	idem.do.duration           histogram   s           idem.outcome, error.type
-//	idem.retries               counter     {retry}     idem.retry.cause (serialization, deadlock, unavailable)
-//	idem.commit.unknown        counter     {commit}
-//	idem.response.body.size    histogram   By          the bodies Complete stored, idem.lease
-//	idem.purge.deleted         counter     {record}
-//	idem.purge.duration        histogram   s           error.type when a purge stopped early
-//	idem.takeovers             counter     {takeover}  ended leases taken over, idem.released
-//	idem.keyless               counter     {request}   keyless requests let through (optional-key mode)
+//	name                          instrument  unit        attributes
+//	idem.claims                   counter     {claim}     idem.outcome (won, replay, mismatch, in-flight), idem.read_first, idem.lease
+//	idem.claim.wait.duration      histogram   s           idem.outcome (replay, in-flight), idem.lease: how long a loser's claim took
+//	idem.do.duration              histogram   s           idem.outcome, error.type
+//	idem.retries                  counter     {retry}     idem.retry.cause (serialization, deadlock, unavailable)
+//	idem.commit.unknown           counter     {commit}
+//	idem.response.body.size       histogram   By          the bodies Complete stored, idem.lease
+//	idem.purge.deleted            counter     {record}
+//	idem.purge.duration           histogram   s           error.type when a purge stopped early
+//	idem.takeovers                counter     {takeover}  ended leases taken over, idem.released
+//	idem.keyless                  counter     {request}   keyless requests let through (optional-key mode)
+//	idem.recoveries               counter     {lease}     abandoned leases RunRecovery dealt with, idem.recovery (completed, failed, taken, unknown-scope)
+//	idem.recovery.duration        histogram   s           how long a lease RunRecovery took over took to resume and complete, idem.recovery
+//	idem.recovery.round.duration  histogram   s           each RunRecovery round, error.type when it stopped early
 //
 // # Spans
 //
@@ -73,6 +76,9 @@ const (
 	// that lapsed (the holder crashed or hung).
 	AttrReleased   = attribute.Key("idem.released")
 	AttrRetryCause = attribute.Key("idem.retry.cause")
+	// AttrRecovery is what RunRecovery did with an abandoned lease
+	// (idem.RecoveryOutcome's name).
+	AttrRecovery   = attribute.Key("idem.recovery")
 	AttrCommitted  = attribute.Key("idem.committed")
 	AttrScope      = attribute.Key("idem.scope")
 	AttrKey        = attribute.Key("idem.key")
@@ -125,6 +131,9 @@ type Observer struct {
 	purgeDuration metric.Float64Histogram
 	takeovers     metric.Int64Counter
 	keyless       metric.Int64Counter
+	recoveries    metric.Int64Counter
+	recoveryTime  metric.Float64Histogram
+	roundTime     metric.Float64Histogram
 }
 
 var (
@@ -191,6 +200,17 @@ func New(opts ...Option) (*Observer, error) {
 	obs.keyless, err = m.Int64Counter("idem.keyless", metric.WithUnit("{request}"),
 		metric.WithDescription("Requests without a key let through unprotected in optional-key mode."))
 	add(err)
+	obs.recoveries, err = m.Int64Counter("idem.recoveries", metric.WithUnit("{lease}"),
+		metric.WithDescription("Abandoned leases RunRecovery dealt with, by outcome: completed, failed, taken, unknown-scope."))
+	add(err)
+	obs.recoveryTime, err = m.Float64Histogram("idem.recovery.duration", metric.WithUnit("s"),
+		metric.WithDescription("How long a lease RunRecovery took over took to resume and complete, by outcome."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...))
+	add(err)
+	obs.roundTime, err = m.Float64Histogram("idem.recovery.round.duration", metric.WithUnit("s"),
+		metric.WithDescription("How long each round of RunRecovery ran."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...))
+	add(err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -231,6 +251,18 @@ func (o *Observer) Observe(ctx context.Context, e idem.Event) {
 		o.takeovers.Add(ctx, 1, metric.WithAttributes(table, AttrReleased.Bool(e.Released)))
 	case idem.EventKeyless:
 		o.keyless.Add(ctx, 1, metric.WithAttributes(table))
+	case idem.EventRecovery:
+		outcome := AttrRecovery.String(e.Recovery.String())
+		o.recoveries.Add(ctx, 1, metric.WithAttributes(table, outcome))
+		if e.Token != 0 { // taken over: its function ran
+			o.recoveryTime.Record(ctx, e.Duration.Seconds(), metric.WithAttributes(table, outcome))
+		}
+	case idem.EventRecoveryRound:
+		attrs := []attribute.KeyValue{table}
+		if e.Err != nil {
+			attrs = append(attrs, attrErrorType.String(errorType(e.Err)))
+		}
+		o.roundTime.Record(ctx, e.Duration.Seconds(), metric.WithAttributes(attrs...))
 	}
 }
 
