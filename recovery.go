@@ -230,7 +230,7 @@ func newRecoverer[TTx any](s *Store[TTx], r Recovery[TTx]) (*recoverer[TTx], err
 			return nil, fmt.Errorf("%w: nil recovery function for operation %q", ErrInvalidConfig, op)
 		}
 		if op == "" || strings.HasPrefix(op, "sha256:") {
-			return nil, fmt.Errorf("%w: recovery operation %q: empty or beginning with sha256:", ErrInvalidConfig, op)
+			return nil, fmt.Errorf("%w: recovery operation %q is empty or begins with \"sha256\"", ErrInvalidConfig, op)
 		}
 		ops[op] = fn
 		ops[hashedOperation(op)] = fn
