@@ -32,6 +32,19 @@ type DoObserver interface {
 	StartDo(ctx context.Context, req Request) (_ context.Context, done func(Result, error))
 }
 
+// RecoveryObserver is an Observer that also sees each abandoned lease
+// RunRecovery takes on, from its takeover to its completion (a span around
+// it, under which the resumed function's own calls are traced). StartRecovery
+// runs before Store.Resume, with the record ExpiredLeases listed; the
+// takeover, the function and the completion run with the context it
+// returns, and done is called once, with the outcome and the error of a
+// failure, when the lease is dealt with. A record of an unknown scope is
+// not started.
+type RecoveryObserver interface {
+	Observer
+	StartRecovery(ctx context.Context, rec Record) (_ context.Context, done func(RecoveryOutcome, error))
+}
+
 // EventKind says what an Event reports.
 type EventKind int
 

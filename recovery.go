@@ -362,25 +362,37 @@ func (rc *recoverer[TTx]) report(ctx context.Context, rec Record, r recoveryRepo
 	}
 }
 
-// resume takes rec's lease over and runs its function on it.
+// resume takes rec's lease over and runs its function on it, within a
+// RecoveryObserver's start and done.
 func (rc *recoverer[TTx]) resume(ctx context.Context, rec Record) RecoveryOutcome {
+	if o, ok := rc.s.cfg.Observer.(RecoveryObserver); ok {
+		var done func(RecoveryOutcome, error)
+		ctx, done = o.StartRecovery(ctx, rec)
+		r := rc.takeOver(ctx, rec)
+		done(r.outcome, r.err)
+		return r.outcome
+	}
+	return rc.takeOver(ctx, rec).outcome
+}
+
+// takeOver takes rec's lease over, runs its function on it and reports
+// what became of it.
+func (rc *recoverer[TTx]) takeOver(ctx context.Context, rec Record) (r recoveryReport) {
+	defer func() { rc.report(ctx, rec, r) }()
 	fn := rc.funcFor(rec.Scope)
 	l, err := rc.s.Resume(ctx, rec.Scope, rec.Key)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		rc.report(ctx, rec, recoveryReport{outcome: RecoveryTaken})
-		return RecoveryTaken
+		return recoveryReport{outcome: RecoveryTaken}
 	case err != nil:
-		rc.report(ctx, rec, recoveryReport{outcome: RecoveryFailed, err: err})
-		return RecoveryFailed
+		return recoveryReport{outcome: RecoveryFailed, err: err}
 	case l.Outcome != Won:
 		// Another runner or a retry took it over (InFlight), or the work
 		// was completed (Replay): the race's normal losing side.
-		rc.report(ctx, rec, recoveryReport{outcome: RecoveryTaken})
-		return RecoveryTaken
+		return recoveryReport{outcome: RecoveryTaken}
 	}
 	step, _ := l.Step()
-	r := recoveryReport{token: l.Token(), step: step}
+	r = recoveryReport{token: l.Token(), step: step}
 	started := time.Now()
 	r.status, r.err = rc.run(ctx, l, fn)
 	r.took = time.Since(started)
@@ -388,8 +400,7 @@ func (rc *recoverer[TTx]) resume(ctx context.Context, rec Record) RecoveryOutcom
 	if r.err != nil {
 		r.outcome = RecoveryFailed
 	}
-	rc.report(ctx, rec, r)
-	return r.outcome
+	return r
 }
 
 // run is DoLease's run of fn on a lease already held, but a failure leaves

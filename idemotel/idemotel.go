@@ -41,8 +41,11 @@
 // the span's status. "idem.http" (Middleware) spans idemhttp's handling of
 // a request, with idem.outcome (or "none" when the request never reached
 // the store: a missing key, a body too large) and
-// http.response.status_code. Scopes and keys are not recorded unless
-// WithKeys is given: a scope holds the caller's identity.
+// http.response.status_code. "idem.recovery" spans each abandoned lease
+// idem.RunRecovery takes on (the takeover, the resumed function, the
+// completion), with idem.recovery and, for a failure, error.type and the
+// span's status. Scopes and keys are not recorded unless WithKeys is
+// given: a scope holds the caller's identity.
 package idemotel
 
 import (
@@ -137,8 +140,9 @@ type Observer struct {
 }
 
 var (
-	_ idem.Observer   = (*Observer)(nil)
-	_ idem.DoObserver = (*Observer)(nil)
+	_ idem.Observer         = (*Observer)(nil)
+	_ idem.DoObserver       = (*Observer)(nil)
+	_ idem.RecoveryObserver = (*Observer)(nil)
 )
 
 // durationBuckets are the histogram boundaries of durations in seconds,
@@ -289,6 +293,26 @@ func (o *Observer) StartDo(ctx context.Context, req idem.Request) (context.Conte
 		}
 		o.doDuration.Record(ctx, time.Since(started).Seconds(), metric.WithAttributes(attrs...))
 		span.SetAttributes(AttrOutcome.String(outcome), AttrCommitted.Bool(res.Committed))
+		span.End()
+	}
+}
+
+// StartRecovery starts the "idem.recovery" span around one abandoned
+// lease RunRecovery takes on; done ends it with the outcome (idem.recovery)
+// and, for a failure, the error as the span's status.
+func (o *Observer) StartRecovery(ctx context.Context, rec idem.Record) (context.Context, func(idem.RecoveryOutcome, error)) {
+	var attrs []attribute.KeyValue
+	if o.keys {
+		attrs = append(attrs, AttrScope.String(rec.Scope), AttrKey.String(rec.Key))
+	}
+	ctx, span := o.tracer.Start(ctx, "idem.recovery", trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	return ctx, func(outcome idem.RecoveryOutcome, err error) {
+		span.SetAttributes(AttrRecovery.String(outcome.String()))
+		if err != nil {
+			span.SetAttributes(attrErrorType.String(errorType(err)))
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
 		span.End()
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dialect"
@@ -463,7 +464,7 @@ func TestErrorTypes(t *testing.T) {
 
 // TestRecoveryMetrics: RunRecovery's outcomes count in idem.recoveries by
 // outcome, a resumed lease's run lands in idem.recovery.duration, and each
-// round in idem.recovery.round.duration.
+// round in idem.recovery.round.duration; the lease taken over is spanned.
 func TestRecoveryMetrics(t *testing.T) {
 	tm := newTelemetry(t)
 	now := time.Now()
@@ -483,9 +484,11 @@ func TestRecoveryMetrics(t *testing.T) {
 	mu.Unlock()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
+	var inner trace.SpanContext
 	err := idem.RunRecovery(ctx, store, idem.Recovery[*sql.Tx]{
 		Jitter: -1,
-		Operations: map[string]idem.LeaseFunc[*sql.Tx]{"pay": func(context.Context, *idem.Lease[*sql.Tx]) (idem.Response, error) {
+		Operations: map[string]idem.LeaseFunc[*sql.Tx]{"pay": func(ctx context.Context, _ *idem.Lease[*sql.Tx]) (idem.Response, error) {
+			inner = trace.SpanContextFromContext(ctx)
 			return idem.Response{Status: 201}, nil
 		}},
 		Report: func(idem.RecoveryRound) { cancel() },
@@ -508,5 +511,22 @@ func TestRecoveryMetrics(t *testing.T) {
 	}
 	if n, _ := histogram[float64](t, m["idem.recovery.round.duration"], table); n != 1 {
 		t.Errorf("idem.recovery.round.duration count %d, want 1", n)
+	}
+	// One span, around the lease taken over, with the resumed function's
+	// work under it; none for the unknown scope.
+	var spans []sdktrace.ReadOnlySpan
+	for _, s := range tm.spans.Ended() {
+		if s.Name() == "idem.recovery" {
+			spans = append(spans, s)
+		}
+	}
+	if len(spans) != 1 {
+		t.Fatalf("%d idem.recovery spans, want 1", len(spans))
+	}
+	if !has(attribute.NewSet(spans[0].Attributes()...), []attribute.KeyValue{idemotel.AttrRecovery.String("completed")}) {
+		t.Errorf("idem.recovery span attributes %v, want idem.recovery=completed", spans[0].Attributes())
+	}
+	if !inner.IsValid() || inner.TraceID() != spans[0].SpanContext().TraceID() {
+		t.Errorf("the resumed function's context is not under the idem.recovery span")
 	}
 }
