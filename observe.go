@@ -32,6 +32,19 @@ type DoObserver interface {
 	StartDo(ctx context.Context, req Request) (_ context.Context, done func(Result, error))
 }
 
+// RecoveryObserver is an Observer that also sees each abandoned lease
+// RunRecovery takes on, from its takeover to its completion (a span around
+// it, under which the resumed function's own calls are traced). StartRecovery
+// runs before Store.Resume, with the record ExpiredLeases listed; the
+// takeover, the function and the completion run with the context it
+// returns, and done is called once, with the outcome and the error of a
+// failure, when the lease is dealt with. A record of an unknown scope is
+// not started.
+type RecoveryObserver interface {
+	Observer
+	StartRecovery(ctx context.Context, rec Record) (_ context.Context, done func(RecoveryOutcome, error))
+}
+
 // EventKind says what an Event reports.
 type EventKind int
 
@@ -68,6 +81,15 @@ const (
 	// Config.KeyOptional) let a request without a key through unprotected
 	// (Store.Keyless). Scope is the scope it would have had.
 	EventKeyless
+	// EventRecovery: RunRecovery dealt with one abandoned lease: Recovery
+	// says how; Scope and Key name it; for a lease it took over, Token and
+	// Step are the takeover's, Duration how long its function and the
+	// completion took, Status the stored status (RecoveryCompleted); Err
+	// is why it failed (RecoveryFailed).
+	EventRecovery
+	// EventRecoveryRound: a round of RunRecovery ended: Rows abandoned
+	// leases listed, over Duration, with Err when it stopped early.
+	EventRecoveryRound
 )
 
 // String names the kind ("claim", "retry", ...).
@@ -89,6 +111,10 @@ func (k EventKind) String() string {
 		return "takeover"
 	case EventKeyless:
 		return "keyless"
+	case EventRecovery:
+		return "recovery"
+	case EventRecoveryRound:
+		return "recovery-round"
 	}
 	return "EventKind(?)"
 }
@@ -116,8 +142,12 @@ type Event struct {
 	// (EventStored).
 	Status                 int
 	HeaderBytes, BodyBytes int
+	// Recovery is what RunRecovery did with an abandoned lease
+	// (EventRecovery).
+	Recovery RecoveryOutcome
 	// Rows, Batches and Duration describe a purge (EventPurgeBatch,
-	// EventPurge).
+	// EventPurge); Rows and Duration a recovery round
+	// (EventRecoveryRound), Duration a lease's recovery (EventRecovery).
 	Rows     int64
 	Batches  int
 	Duration time.Duration
@@ -130,10 +160,11 @@ type Event struct {
 	Released bool
 	// Lease is set for the claim, stored, takeover and commit-unknown
 	// events of lease mode (Store.Lease, Resume, DoLease and a held
-	// lease's writes).
+	// lease's writes), and for EventRecovery.
 	Lease bool
 	// Err is the error behind the event (EventRetry, EventCommitUnknown; an
-	// EventPurge that stopped early).
+	// EventPurge or EventRecoveryRound that stopped early; an
+	// EventRecovery that failed).
 	Err error
 }
 
@@ -186,6 +217,26 @@ func (c *core) emit(ctx context.Context, e Event) {
 			l.LogAttrs(ctx, level, msg,
 				slog.String("table", e.Table), slog.String("scope", e.Scope), slog.String("key", e.Key),
 				slog.Int64("token", e.Token), slog.String("step", e.Step))
+		}
+	case EventRecovery:
+		level, msg := slog.LevelInfo, "idem: abandoned lease recovered"
+		switch e.Recovery {
+		case RecoveryFailed:
+			level, msg = slog.LevelWarn, "idem: recovery of an abandoned lease failed; a later round tries again"
+		case RecoveryUnknownScope:
+			level, msg = slog.LevelWarn, "idem: no recovery function for the scope of an abandoned lease; left alone"
+		case RecoveryTaken:
+			level, msg = slog.LevelDebug, "idem: abandoned lease taken over by someone else first"
+		}
+		if l.Enabled(ctx, level) {
+			l.LogAttrs(ctx, level, msg,
+				slog.String("table", e.Table), slog.String("scope", e.Scope), slog.String("key", e.Key),
+				slog.Int64("token", e.Token), slog.String("step", e.Step), slog.Any("error", e.Err))
+		}
+	case EventRecoveryRound:
+		if e.Err != nil && !errors.Is(e.Err, context.Canceled) && l.Enabled(ctx, slog.LevelWarn) {
+			l.LogAttrs(ctx, slog.LevelWarn, "idem: recovery round stopped early",
+				slog.String("table", e.Table), slog.Int64("listed", e.Rows), slog.Duration("took", e.Duration), slog.Any("error", e.Err))
 		}
 	case EventPurge:
 		level := slog.LevelInfo

@@ -3,6 +3,7 @@ package idem
 import (
 	"encoding/hex"
 	"strconv"
+	"strings"
 )
 
 // Scope builds a scope that begins with the principal, so that
@@ -28,14 +29,10 @@ func Scope(principal, operation string) string {
 	if s := p + " " + operation; len(s) <= MaxScopeBytes {
 		return s
 	}
-	var h Hasher
-	h.AddString("idem scope operation")
-	h.AddString(operation)
-	op := h.Sum()
-	if s := p + " sha256:" + hex.EncodeToString(op[:]); len(s) <= MaxScopeBytes {
+	if s := p + " " + hashedOperation(operation); len(s) <= MaxScopeBytes {
 		return s
 	}
-	h = Hasher{}
+	var h Hasher
 	h.AddString("idem scope")
 	h.AddString(principal)
 	h.AddString(operation)
@@ -49,4 +46,26 @@ func Scope(principal, operation string) string {
 // select.
 func ScopePrefix(principal string) string {
 	return strconv.Quote(principal) + " "
+}
+
+// hashedOperation is the form of operation that Scope puts in a scope too
+// long to hold it: "sha256:" and the hex of its hash.
+func hashedOperation(operation string) string {
+	var h Hasher
+	h.AddString("idem scope operation")
+	h.AddString(operation)
+	op := h.Sum()
+	return "sha256:" + hex.EncodeToString(op[:])
+}
+
+// scopeOperation is the operation of a scope Scope built: what follows the
+// quoted principal and a space (hashed when Scope hashed it). ok is false
+// for a scope of another form, and for one Scope hashed whole.
+func scopeOperation(scope string) (operation string, ok bool) {
+	p, err := strconv.QuotedPrefix(scope)
+	if err != nil {
+		return "", false
+	}
+	operation, ok = strings.CutPrefix(scope[len(p):], " ")
+	return operation, ok && operation != ""
 }

@@ -160,6 +160,8 @@ func cases[TTx any]() []Case[TTx] {
 		{"LeaseNotAnOutcome", testLeaseNotAnOutcome[TTx]},
 		{"DoLeaseHeartbeat", testDoLeaseHeartbeat[TTx]},
 		{"ExpiredLeasesResume", testExpiredLeasesResume[TTx]},
+		{"RecoveryResumesKilledHolder", testRecoveryResumesKilledHolder[TTx]},
+		{"RecoveryRunnersRace", testRecoveryRunnersRace[TTx]},
 		{"LeaseAndDoShareKeys", testLeaseAndDoShareKeys[TTx]},
 		{"LeaseBadInput", testLeaseBadInput[TTx]},
 		{"LeaseFencingAcrossLifetimes", testLeaseFencingAcrossLifetimes[TTx]},

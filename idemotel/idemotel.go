@@ -1,7 +1,7 @@
 // Package idemotel reports what an idem Store does to OpenTelemetry:
 // metrics for claims by outcome, the time losers waited for a held key,
-// retries by cause, commits of unknown outcome, stored body sizes, purges
-// and (once leases exist) takeovers; a span around every Store.Do and,
+// retries by cause, commits of unknown outcome, stored body sizes, purges,
+// takeovers and RunRecovery's recoveries; a span around every Store.Do and,
 // with Middleware, around idemhttp's handling of a request, each with the
 // outcome as an attribute.
 //
@@ -18,17 +18,20 @@
 // The meter is named after this module (ScopeName). Every metric carries
 // idem.table; units follow the OpenTelemetry conventions.
 //
-//	name                       instrument  unit        attributes
-//	idem.claims                counter     {claim}     idem.outcome (won, replay, mismatch, in-flight), idem.read_first, idem.lease
-//	idem.claim.wait.duration   histogram   s           idem.outcome (replay, in-flight), idem.lease: how long a loser's claim took
-//	idem.do.duration           histogram   s           idem.outcome, error.type
-//	idem.retries               counter     {retry}     idem.retry.cause (serialization, deadlock, unavailable)
-//	idem.commit.unknown        counter     {commit}
-//	idem.response.body.size    histogram   By          the bodies Complete stored, idem.lease
-//	idem.purge.deleted         counter     {record}
-//	idem.purge.duration        histogram   s           error.type when a purge stopped early
-//	idem.takeovers             counter     {takeover}  ended leases taken over, idem.released
-//	idem.keyless               counter     {request}   keyless requests let through (optional-key mode)
+//	name                          instrument  unit        attributes
+//	idem.claims                   counter     {claim}     idem.outcome (won, replay, mismatch, in-flight), idem.read_first, idem.lease
+//	idem.claim.wait.duration      histogram   s           idem.outcome (replay, in-flight), idem.lease: how long a loser's claim took
+//	idem.do.duration              histogram   s           idem.outcome, error.type
+//	idem.retries                  counter     {retry}     idem.retry.cause (serialization, deadlock, unavailable)
+//	idem.commit.unknown           counter     {commit}
+//	idem.response.body.size       histogram   By          the bodies Complete stored, idem.lease
+//	idem.purge.deleted            counter     {record}
+//	idem.purge.duration           histogram   s           error.type when a purge stopped early
+//	idem.takeovers                counter     {takeover}  ended leases taken over, idem.released
+//	idem.keyless                  counter     {request}   keyless requests let through (optional-key mode)
+//	idem.recoveries               counter     {lease}     abandoned leases RunRecovery dealt with, idem.recovery (completed, failed, taken, unknown-scope)
+//	idem.recovery.duration        histogram   s           how long a lease RunRecovery took over took to resume and complete, idem.recovery
+//	idem.recovery.round.duration  histogram   s           each RunRecovery round, error.type when it stopped early
 //
 // # Spans
 //
@@ -38,8 +41,11 @@
 // the span's status. "idem.http" (Middleware) spans idemhttp's handling of
 // a request, with idem.outcome (or "none" when the request never reached
 // the store: a missing key, a body too large) and
-// http.response.status_code. Scopes and keys are not recorded unless
-// WithKeys is given: a scope holds the caller's identity.
+// http.response.status_code. "idem.recovery" spans each abandoned lease
+// idem.RunRecovery takes on (the takeover, the resumed function, the
+// completion), with idem.recovery and, for a failure, error.type and the
+// span's status. Scopes and keys are not recorded unless WithKeys is
+// given: a scope holds the caller's identity.
 package idemotel
 
 import (
@@ -73,6 +79,9 @@ const (
 	// that lapsed (the holder crashed or hung).
 	AttrReleased   = attribute.Key("idem.released")
 	AttrRetryCause = attribute.Key("idem.retry.cause")
+	// AttrRecovery is what RunRecovery did with an abandoned lease
+	// (idem.RecoveryOutcome's name).
+	AttrRecovery   = attribute.Key("idem.recovery")
 	AttrCommitted  = attribute.Key("idem.committed")
 	AttrScope      = attribute.Key("idem.scope")
 	AttrKey        = attribute.Key("idem.key")
@@ -125,11 +134,15 @@ type Observer struct {
 	purgeDuration metric.Float64Histogram
 	takeovers     metric.Int64Counter
 	keyless       metric.Int64Counter
+	recoveries    metric.Int64Counter
+	recoveryTime  metric.Float64Histogram
+	roundTime     metric.Float64Histogram
 }
 
 var (
-	_ idem.Observer   = (*Observer)(nil)
-	_ idem.DoObserver = (*Observer)(nil)
+	_ idem.Observer         = (*Observer)(nil)
+	_ idem.DoObserver       = (*Observer)(nil)
+	_ idem.RecoveryObserver = (*Observer)(nil)
 )
 
 // durationBuckets are the histogram boundaries of durations in seconds,
@@ -191,6 +204,17 @@ func New(opts ...Option) (*Observer, error) {
 	obs.keyless, err = m.Int64Counter("idem.keyless", metric.WithUnit("{request}"),
 		metric.WithDescription("Requests without a key let through unprotected in optional-key mode."))
 	add(err)
+	obs.recoveries, err = m.Int64Counter("idem.recoveries", metric.WithUnit("{lease}"),
+		metric.WithDescription("Abandoned leases RunRecovery dealt with, by outcome: completed, failed, taken, unknown-scope."))
+	add(err)
+	obs.recoveryTime, err = m.Float64Histogram("idem.recovery.duration", metric.WithUnit("s"),
+		metric.WithDescription("How long a lease RunRecovery took over took to resume and complete, by outcome."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...))
+	add(err)
+	obs.roundTime, err = m.Float64Histogram("idem.recovery.round.duration", metric.WithUnit("s"),
+		metric.WithDescription("How long each round of RunRecovery ran."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...))
+	add(err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -231,6 +255,18 @@ func (o *Observer) Observe(ctx context.Context, e idem.Event) {
 		o.takeovers.Add(ctx, 1, metric.WithAttributes(table, AttrReleased.Bool(e.Released)))
 	case idem.EventKeyless:
 		o.keyless.Add(ctx, 1, metric.WithAttributes(table))
+	case idem.EventRecovery:
+		outcome := AttrRecovery.String(e.Recovery.String())
+		o.recoveries.Add(ctx, 1, metric.WithAttributes(table, outcome))
+		if e.Token != 0 { // taken over: its function ran
+			o.recoveryTime.Record(ctx, e.Duration.Seconds(), metric.WithAttributes(table, outcome))
+		}
+	case idem.EventRecoveryRound:
+		attrs := []attribute.KeyValue{table}
+		if e.Err != nil {
+			attrs = append(attrs, attrErrorType.String(errorType(e.Err)))
+		}
+		o.roundTime.Record(ctx, e.Duration.Seconds(), metric.WithAttributes(attrs...))
 	}
 }
 
@@ -257,6 +293,26 @@ func (o *Observer) StartDo(ctx context.Context, req idem.Request) (context.Conte
 		}
 		o.doDuration.Record(ctx, time.Since(started).Seconds(), metric.WithAttributes(attrs...))
 		span.SetAttributes(AttrOutcome.String(outcome), AttrCommitted.Bool(res.Committed))
+		span.End()
+	}
+}
+
+// StartRecovery starts the "idem.recovery" span around one abandoned
+// lease RunRecovery takes on; done ends it with the outcome (idem.recovery)
+// and, for a failure, the error as the span's status.
+func (o *Observer) StartRecovery(ctx context.Context, rec idem.Record) (context.Context, func(idem.RecoveryOutcome, error)) {
+	var attrs []attribute.KeyValue
+	if o.keys {
+		attrs = append(attrs, AttrScope.String(rec.Scope), AttrKey.String(rec.Key))
+	}
+	ctx, span := o.tracer.Start(ctx, "idem.recovery", trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	return ctx, func(outcome idem.RecoveryOutcome, err error) {
+		span.SetAttributes(AttrRecovery.String(outcome.String()))
+		if err != nil {
+			span.SetAttributes(attrErrorType.String(errorType(err)))
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
 		span.End()
 	}
 }

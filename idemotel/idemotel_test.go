@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dialect"
@@ -457,5 +459,74 @@ func TestErrorTypes(t *testing.T) {
 		if n, _ := histogram[float64](t, m["idem.do.duration"], attribute.String("error.type", typ)); n != want {
 			t.Errorf("idem.do.duration{error.type=%s}: %d, want %d", typ, n, want)
 		}
+	}
+}
+
+// TestRecoveryMetrics: RunRecovery's outcomes count in idem.recoveries by
+// outcome, a resumed lease's run lands in idem.recovery.duration, and each
+// round in idem.recovery.round.duration; the lease taken over is spanned.
+func TestRecoveryMetrics(t *testing.T) {
+	tm := newTelemetry(t)
+	now := time.Now()
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	store, _ := openStore(t, idem.Config{Observer: tm.obs, Lease: time.Minute, Clock: clock})
+	known, unknown := request("known", "x"), request("unknown", "x")
+	known.Scope = idem.Scope("tenant-1", "pay")
+	unknown.Scope = idem.Scope("tenant-1", "refund")
+	for _, req := range []idem.Request{known, unknown} {
+		if l, err := store.Lease(t.Context(), req); err != nil || l.Outcome != idem.Won {
+			t.Fatalf("Lease %q: %+v, %v", req.Key, l, err)
+		}
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Minute) // both holders are gone
+	mu.Unlock()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var inner trace.SpanContext
+	err := idem.RunRecovery(ctx, store, idem.Recovery[*sql.Tx]{
+		Jitter: -1,
+		Operations: map[string]idem.LeaseFunc[*sql.Tx]{"pay": func(ctx context.Context, _ *idem.Lease[*sql.Tx]) (idem.Response, error) {
+			inner = trace.SpanContextFromContext(ctx)
+			return idem.Response{Status: 201}, nil
+		}},
+		Report: func(idem.RecoveryRound) { cancel() },
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("RunRecovery: %v", err)
+	}
+	m := tm.metrics(t)
+	table := idemotel.AttrTable.String(idem.DefaultTable)
+	for outcome, want := range map[string]int64{"completed": 1, "unknown-scope": 1, "failed": 0, "taken": 0} {
+		if got := sum(t, m["idem.recoveries"], table, idemotel.AttrRecovery.String(outcome)); got != want {
+			t.Errorf("idem.recoveries{%s} = %d, want %d", outcome, got, want)
+		}
+	}
+	if m["idem.recoveries"].Unit != "{lease}" {
+		t.Errorf("idem.recoveries unit %q", m["idem.recoveries"].Unit)
+	}
+	if n, _ := histogram[float64](t, m["idem.recovery.duration"], table, idemotel.AttrRecovery.String("completed")); n != 1 {
+		t.Errorf("idem.recovery.duration count %d, want 1 (the lease taken over; not the unknown one)", n)
+	}
+	if n, _ := histogram[float64](t, m["idem.recovery.round.duration"], table); n != 1 {
+		t.Errorf("idem.recovery.round.duration count %d, want 1", n)
+	}
+	// One span, around the lease taken over, with the resumed function's
+	// work under it; none for the unknown scope.
+	var spans []sdktrace.ReadOnlySpan
+	for _, s := range tm.spans.Ended() {
+		if s.Name() == "idem.recovery" {
+			spans = append(spans, s)
+		}
+	}
+	if len(spans) != 1 {
+		t.Fatalf("%d idem.recovery spans, want 1", len(spans))
+	}
+	if !has(attribute.NewSet(spans[0].Attributes()...), []attribute.KeyValue{idemotel.AttrRecovery.String("completed")}) {
+		t.Errorf("idem.recovery span attributes %v, want idem.recovery=completed", spans[0].Attributes())
+	}
+	if !inner.IsValid() || inner.TraceID() != spans[0].SpanContext().TraceID() {
+		t.Errorf("the resumed function's context is not under the idem.recovery span")
 	}
 }
