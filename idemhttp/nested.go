@@ -23,7 +23,9 @@ var errNested = errors.New("idemhttp: middleware nested on one route")
 // key again would wait on the outer run's own claim and answer 409, which
 // the outer run would store.
 //
-// Everything else is refused: a request with another key (a handler that
+// Everything else is refused: a middleware with its own key function or
+// signature check (Config.Key, Config.Verify: a webhook's) inside another
+// of the same store, which would skip them, a request with another key (a handler that
 // sends sub-requests through the router: passed through, their keys would
 // never be recorded, and a later retry of one would do its work again),
 // the other mode of the same store (the handler would miss the
@@ -35,6 +37,8 @@ func (m *Middleware[TTx]) nesting(r *http.Request, leased bool) (inside bool, er
 	ctx := r.Context()
 	run, underHTTP := ctx.Value(runKey{}).(*handlerRun)
 	switch {
+	case underHTTP && run.store == any(m.store) && (m.cfg.Key != nil || m.cfg.Verify != nil):
+		return true, fmt.Errorf("%w: a middleware with Config.Key or Config.Verify (a webhook's) runs inside the run of another middleware of this store: passed through, its sender's key and signature would go unchecked; protect the webhook route with its own middleware only", errNested)
 	case underHTTP && run.store == any(m.store) && !sameKey(r.Header.Values(HeaderKey), run.key):
 		return true, fmt.Errorf("%w: a request with another idempotency key runs inside the run of this store's middleware (a handler serving sub-requests through the router?): its key would never be recorded; call the sub-requests' handlers without the middleware, inside the outer run", errNested)
 	case underHTTP && run.store == any(m.store) && (run.lease != nil) == leased:

@@ -338,3 +338,61 @@ func TestWebhooks(t *testing.T) {
 		})
 	}
 }
+
+// TestWebhookInsideAPIMiddleware: a webhook's middleware (Config.Verify,
+// Config.Key) inside another middleware of the same store, such as an
+// API-wide one with KeyOptional in front of every route, never lets a
+// request past its signature check: a request with an Idempotency-Key of
+// its own, which the outer middleware claims, is refused as nested instead
+// of passed through unverified.
+func TestWebhookInsideAPIMiddleware(t *testing.T) {
+	store := newStore(t)
+	quiet := slog.New(slog.DiscardHandler)
+	api, err := idemhttp.New(store, idemhttp.Config{Principal: func(*http.Request) string { return "api" }, KeyOptional: true, Unrouted: true, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := stripeConfig()
+	cfg.Logger = quiet
+	hooks, err := idemhttp.New(store, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs int
+	mux := http.NewServeMux()
+	mux.Handle("POST /webhooks/stripe", hooks.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs++
+		fmt.Fprint(w, "done")
+	})))
+	h := api.Wrap(mux)
+	for i, tc := range []struct {
+		name   string
+		key    string // Idempotency-Key; "" for none
+		secret []byte
+		status int
+		ran    bool
+	}{
+		{"forged, no key: the webhook's check refuses it", "", nil, http.StatusUnauthorized, false},
+		{"forged, with a key the outer middleware claims", "anything", nil, http.StatusInternalServerError, false},
+		{"signed, no key: the webhook's middleware alone protects it", "", stripeSecret, http.StatusOK, true},
+	} {
+		body := fmt.Sprintf(`{"id":"evt_%d"}`, i)
+		req := httptest.NewRequest(http.MethodPost, "/webhooks/stripe", strings.NewReader(body))
+		if tc.key != "" {
+			req.Header.Set(idemhttp.HeaderKey, tc.key)
+		}
+		if tc.secret != nil {
+			req.Header.Set(sigHeader, sign(tc.secret, body))
+		}
+		rec := httptest.NewRecorder()
+		before := runs
+		h.ServeHTTP(rec, req)
+		if rec.Code != tc.status || (runs > before) != tc.ran {
+			t.Errorf("%s: %d %s, handler ran %v; want %d, ran %v", tc.name, rec.Code, strings.TrimSpace(rec.Body.String()), runs > before, tc.status, tc.ran)
+		}
+	}
+	counts, err := store.Counts(t.Context(), idem.ScopePrefix("api"))
+	if err != nil || counts.Total() != 0 {
+		t.Errorf("the outer middleware's records: %+v (%v); want none stored", counts, err)
+	}
+}
