@@ -210,7 +210,7 @@
 // the sender puts it (HeaderKeyFunc("X-GitHub-Delivery"),
 // JSONKeyFunc("id") for Stripe's event id), Config.Verify checks the
 // signature before anything is claimed, a Principal that names the sender
-// gives its ids a scope of their own, and RouteFingerprint lets a
+// gives its ids a scope of their own, and TargetFingerprint lets a
 // redelivery replay even when its bytes differ. See ExampleJSONKeyFunc,
 // ExampleHeaderKeyFunc and docs/webhooks.md.
 //

@@ -75,7 +75,7 @@ func ExampleJSONKeyFunc() {
 		// their own, apart from other senders' and from API clients' keys.
 		Principal:   func(*http.Request) string { return "webhook:stripe" },
 		Key:         idemhttp.JSONKeyFunc("id"),
-		Fingerprint: idemhttp.RouteFingerprint, // the event id names the event
+		Fingerprint: idemhttp.TargetFingerprint, // the event id names the event
 		Verify: func(r *http.Request, body []byte) error {
 			var ts string
 			var sigs [][]byte
@@ -172,7 +172,7 @@ func ExampleHeaderKeyFunc() {
 	mw, err := idemhttp.New(store, idemhttp.Config{
 		Principal:   func(*http.Request) string { return "webhook:github" },
 		Key:         idemhttp.HeaderKeyFunc("X-GitHub-Delivery"),
-		Fingerprint: idemhttp.RouteFingerprint,
+		Fingerprint: idemhttp.TargetFingerprint,
 		Verify: func(r *http.Request, body []byte) error {
 			sig, ok := strings.CutPrefix(r.Header.Get("X-Hub-Signature-256"), "sha256=")
 			got, err := hex.DecodeString(sig)

@@ -63,18 +63,21 @@ func (m *Middleware[TTx]) verified(w http.ResponseWriter, r *http.Request, body 
 	return false
 }
 
-// RouteFingerprint is a Config.Fingerprint for requests whose key alone
-// names what they ask, as a webhook's event id does: it hashes the method
-// and the route (idem.Hasher), not the target or the body. Use it with a
-// Config.Key that reads the sender's event id, behind Config.Verify: a
-// redelivery is then a replay even when its bytes differ from the first
-// delivery's (a sender that re-serialises the event or stamps each attempt),
-// where DefaultFingerprint would answer 422 and the sender would keep
-// redelivering. Do not use it for keys that clients make: a key reused on
-// another resource or body would replay the first one's answer.
-func RouteFingerprint(r *http.Request, route string, _ []byte) idem.Fingerprint {
+// TargetFingerprint is a Config.Fingerprint for requests whose key alone
+// names what they ask, as a webhook's event id does: it hashes what
+// DefaultFingerprint hashes but the body (the method, the route, the host,
+// the path and the query; idem.Hasher). Use it with a Config.Key that reads
+// the sender's event id, behind Config.Verify: a redelivery is then a
+// replay even when its bytes differ from the first delivery's (a sender
+// that re-serialises the event or stamps each attempt), where
+// DefaultFingerprint would answer 422 and the sender would keep
+// redelivering; the same id sent to another target (another tenant's
+// /webhooks/{tenant}) is still a mismatch, never a replay of the first
+// target's answer. Do not use it for keys that clients make: a key reused
+// with another body would replay the first one's answer.
+func TargetFingerprint(r *http.Request, route string, _ []byte) idem.Fingerprint {
 	var h idem.Hasher
-	h.AddString(r.Method)
-	h.AddString(route)
+	h.AddString("idemhttp target")
+	addTarget(&h, r, route)
 	return h.Sum()
 }

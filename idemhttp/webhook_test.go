@@ -111,7 +111,7 @@ func stripeConfig() idemhttp.Config {
 		Principal:   func(*http.Request) string { return "webhook:stripe" },
 		Key:         idemhttp.JSONKeyFunc("id"),
 		Verify:      verifyWith(stripeSecret),
-		Fingerprint: idemhttp.RouteFingerprint,
+		Fingerprint: idemhttp.TargetFingerprint,
 	}
 }
 
@@ -120,7 +120,7 @@ func githubConfig() idemhttp.Config {
 		Principal:   func(*http.Request) string { return "webhook:github" },
 		Key:         idemhttp.HeaderKeyFunc("X-GitHub-Delivery"),
 		Verify:      verifyWith(githubSecret),
-		Fingerprint: idemhttp.RouteFingerprint,
+		Fingerprint: idemhttp.TargetFingerprint,
 	}
 }
 
@@ -234,7 +234,7 @@ func TestWebhooks(t *testing.T) {
 			replay(github("d-1", `{}`, githubSecret), 2),
 			replay(github("d-1", `{}`, githubSecret), 2),
 		}},
-		{name: "a redelivery with other bytes is a replay under RouteFingerprint", steps: []delivery{
+		{name: "a redelivery with other bytes is a replay under TargetFingerprint", steps: []delivery{
 			ok(stripe(`{"id":"evt_1","attempt":1}`, stripeSecret), 1),
 			replay(stripe(`{"id":"evt_1","attempt":2}`, stripeSecret), 1),
 		}},
@@ -394,5 +394,25 @@ func TestWebhookInsideAPIMiddleware(t *testing.T) {
 	counts, err := store.Counts(t.Context(), idem.ScopePrefix("api"))
 	if err != nil || counts.Total() != 0 {
 		t.Errorf("the outer middleware's records: %+v (%v); want none stored", counts, err)
+	}
+}
+
+// TestTargetFingerprint: a redelivery with other bytes fingerprints the
+// same; the same event id sent to another target of the route (another
+// tenant's webhook path, another host or query) does not, so it is a
+// mismatch and never a replay of the first target's answer.
+func TestTargetFingerprint(t *testing.T) {
+	req := func(target, body string) *http.Request {
+		return httptest.NewRequest(http.MethodPost, target, strings.NewReader(body))
+	}
+	const route = "/webhooks/{tenant}"
+	base := idemhttp.TargetFingerprint(req("http://a.example/webhooks/t1", ""), route, []byte(`{"id":"evt_1","attempt":1}`))
+	if got := idemhttp.TargetFingerprint(req("http://a.example/webhooks/t1", ""), route, []byte(`{"attempt":2,"id":"evt_1"}`)); got != base {
+		t.Error("a redelivery with other body bytes fingerprints differently")
+	}
+	for _, other := range []string{"http://a.example/webhooks/t2", "http://b.example/webhooks/t1", "http://a.example/webhooks/t1?x=1"} {
+		if idemhttp.TargetFingerprint(req(other, ""), route, nil) == base {
+			t.Errorf("%s fingerprints like http://a.example/webhooks/t1", other)
+		}
 	}
 }

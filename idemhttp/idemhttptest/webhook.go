@@ -16,7 +16,7 @@ import (
 // (Config.Verify), under Wrap and WrapLease. A forged delivery with a real
 // id gets 401 and leaves no record, effect or run, before the genuine
 // delivery and after it; the genuine one runs once, and its redelivery,
-// with other bytes, replays (RouteFingerprint). A delivery without an id
+// with other bytes, replays (TargetFingerprint). A delivery without an id
 // gets 400, nothing claimed.
 func testWebhookVerifyFirst[TTx any](t *testing.T, b conformance.Backend[TTx]) {
 	signed := []byte(`{"signed":true,`) // the suite's stand-in for a signature
@@ -28,7 +28,7 @@ func testWebhookVerifyFirst[TTx any](t *testing.T, b conformance.Backend[TTx]) {
 			}
 			return nil
 		},
-		Fingerprint: idemhttp.RouteFingerprint,
+		Fingerprint: idemhttp.TargetFingerprint,
 	}})
 	for i, path := range []string{"/orders", "/leased/1"} {
 		const forged = `{"signed":false,"id":"evt-1"}`
