@@ -33,7 +33,7 @@ type LeaseFunc[TTx any] func(ctx context.Context, l *Lease[TTx]) (Response, erro
 // the key is free for a corrected request, and the response is returned
 // with Committed false. When fn recorded a step, its work began: the lease
 // is released instead and DoLease fails with an error matching
-// ErrNotAnOutcome and ErrInvalidResponse.
+// ErrWorkBegan and ErrInvalidResponse.
 //
 // If fn returns an error or panics, the lease is released, so a retry
 // resumes from the last recovery point, and the error (or panic) comes

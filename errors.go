@@ -50,9 +50,16 @@ var (
 	// same key runs. In lease mode (DoLease) the lease's record is deleted
 	// the same way (Lease.Forget), unless the work recorded a step: then it
 	// began, the lease is released and DoLease fails with an error
-	// matching ErrNotAnOutcome and ErrInvalidResponse. Wrap it to add
+	// matching ErrWorkBegan and ErrInvalidResponse. Wrap it to add
 	// context; errors.Is finds it.
 	ErrNotAnOutcome = errors.New("idem: not an outcome: the request never began")
+	// ErrWorkBegan: a lease's work recorded a step, so its answer is an
+	// outcome, and it cannot be forgotten (Lease.Forget, or DoLease's
+	// function returning ErrNotAnOutcome after a step). The lease is
+	// released instead. It is apart from ErrNotAnOutcome so that a
+	// function passing this error on is not taken to mark its own answer
+	// as not an outcome.
+	ErrWorkBegan = errors.New("idem: the work began: it recorded a step")
 )
 
 // The database meanings, re-exported from package dialect (the same values,

@@ -139,7 +139,10 @@ type Config struct {
 // client errors (404, 409, ...) answer about the state the request met and
 // are stored; a function that answers one of them before it began returns
 // ErrNotAnOutcome with it. NoStatus (work without an HTTP status, done) is
-// stored.
+// stored. In lease mode (DoLease, Lease.Complete) a status it refuses,
+// 400 and 422 included, releases the lease instead: the key stays with
+// this request, so a corrected one is a Mismatch; a lease's function frees
+// the key with ErrNotAnOutcome (Lease.Forget) before it records a step.
 func DefaultStoreStatus(status int) bool {
 	switch {
 	case status >= 500:

@@ -623,7 +623,7 @@ func (l *Lease[TTx]) Release(ctx context.Context) error {
 // and it raises the key's token floor, so tokens never repeat. Work that
 // recorded a step has begun (an external call was made under this
 // intention's DownstreamKey): Forget refuses it, changing nothing, with an
-// error matching ErrNotAnOutcome and ErrInvalidResponse; Release it
+// error matching ErrWorkBegan and ErrInvalidResponse; Release it
 // instead. It fails with ErrLeaseLost when the lease was taken over.
 func (l *Lease[TTx]) Forget(ctx context.Context) error {
 	l.writing.Lock()
@@ -633,7 +633,7 @@ func (l *Lease[TTx]) Forget(ctx context.Context) error {
 	}
 	if step, _ := l.Step(); step != "" {
 		return fmt.Errorf("%w: %w: key %q recorded step %q, so its work began; release the lease instead",
-			ErrInvalidResponse, ErrNotAnOutcome, l.req.Key, step)
+			ErrInvalidResponse, ErrWorkBegan, l.req.Key, step)
 	}
 	a, err := l.store.admin("forget")
 	if err != nil {

@@ -119,8 +119,8 @@ func testLeaseNotAnOutcome[TTx any](t *testing.T, b Backend[TTx]) {
 		}
 		return idem.Response{Status: http.StatusBadRequest}, idem.ErrNotAnOutcome
 	})
-	if !errors.Is(err, idem.ErrNotAnOutcome) || !errors.Is(err, idem.ErrInvalidResponse) {
-		e.Fatalf(begun.Key, "DoLease answering ErrNotAnOutcome after a step: %v, want an error matching ErrNotAnOutcome and ErrInvalidResponse", err)
+	if !errors.Is(err, idem.ErrWorkBegan) || !errors.Is(err, idem.ErrInvalidResponse) || errors.Is(err, idem.ErrNotAnOutcome) {
+		e.Fatalf(begun.Key, "DoLease answering ErrNotAnOutcome after a step: %v, want an error matching ErrWorkBegan and ErrInvalidResponse, not ErrNotAnOutcome", err)
 	}
 	next := e.acquire(e.Store, begun, idem.Won)
 	if name, _ := next.Step(); !next.Resumed() || name != "charged" {

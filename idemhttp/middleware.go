@@ -518,7 +518,7 @@ func (m *Middleware[TTx]) failed(w http.ResponseWriter, r *http.Request, req ide
 		log("response too large to store; rolled back")
 		writeProblem(w, http.StatusInternalServerError, "response-too-large",
 			"The response was too large to store for replay, so the operation was rolled back. Retrying will not help.")
-	case errors.Is(err, idem.ErrNotAnOutcome):
+	case errors.Is(err, idem.ErrWorkBegan):
 		log("handler called NotAnOutcome after recording a step: its work began; lease released, nothing stored")
 		writeProblem(w, http.StatusInternalServerError, "handler-failed",
 			"The operation failed. What it completed is kept: retrying with the same Idempotency-Key resumes it.")
@@ -616,7 +616,17 @@ type handlerError struct {
 }
 
 func (e *handlerError) Error() string { return "idemhttp: handler failed: " + e.err.Error() }
-func (e *handlerError) Unwrap() error { return e.err }
+
+// Unwrap returns the handler's error, unless it matches
+// idem.ErrNotAnOutcome: a failure the handler reported with Fail is never
+// taken for an answer that is not an outcome (see NotAnOutcome), whatever
+// it wraps.
+func (e *handlerError) Unwrap() error {
+	if errors.Is(e.err, idem.ErrNotAnOutcome) {
+		return nil
+	}
+	return e.err
+}
 
 // isToken reports whether s is an RFC 9110 token, as a method must be.
 func isToken(s string) bool {

@@ -15,8 +15,10 @@ import (
 // stays free, so the next request with it, corrected or not, runs the
 // handler. Call it before or after writing the answer, before returning.
 //
-// 400 and 422 need no mark: by default (idem.DefaultStoreStatus) they are
-// never stored. Mark any other status the handler answers before it began:
+// Under Wrap, 400 and 422 need no mark: by default
+// (idem.DefaultStoreStatus) they are never stored. Under WrapLease they
+// release the lease, which keeps the key for this request (the corrected
+// one gets 422): mark them there too. Mark any other status the handler answers before it began:
 // a 404 for a referenced resource that does not exist, a 409 for a
 // precondition the client can fix. An answer about work that was done (a
 // 201, or a 409 "already paid" that a retry must see again) is an outcome:

@@ -291,15 +291,23 @@ func (c *Consumer[TTx]) process(ctx context.Context, m Message, h Handler[TTx]) 
 		res, found, err = c.store.Answered(ctx, formerScope(c.cfg.Name, m.Queue), key, fp)
 	}
 	if !found && err == nil {
+		var herr error // the handler's
 		res, err = c.store.Do(ctx, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
 			// A panic becomes the function's error: Do rolls back as for
 			// any error, and nothing was committed.
 			result, err := guarded(func() ([]byte, error) { return h(ctx, tx, m) })
 			if err != nil {
+				herr = err
 				return idem.Response{}, err
 			}
 			return idem.Response{Status: idem.NoStatus, Body: result}, nil
 		})
+		if err == nil && herr != nil {
+			// Do answers an error matching idem.ErrNotAnOutcome with the
+			// rolled-back response instead; for a queue it is an error
+			// like any other (Permanent rejects).
+			err = herr
+		}
 	}
 	if errors.As(err, &perr) {
 		return c.panicked(ctx, m, perr, true)

@@ -634,3 +634,25 @@ func TestDefaultRetryDelay(t *testing.T) {
 		}
 	}
 }
+
+// TestHandlerErrorMatchingNotAnOutcome: a handler's error that wraps
+// idem.ErrNotAnOutcome is still the handler's error: a permanent one
+// rejects the message, nothing committed, instead of being taken for a
+// response the store refused and retried until the broker gives up.
+func TestHandlerErrorMatchingNotAnOutcome(t *testing.T) {
+	o := newOrders(t, idem.Config{})
+	c := newConsumer(t, o, idemqueue.Config{})
+	h := func(ctx context.Context, tx *sql.Tx, m idemqueue.Message) ([]byte, error) {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO orders (msg, data) VALUES (?, ?)`, m.ID, m.Data); err != nil {
+			return nil, err
+		}
+		return nil, idemqueue.Permanent(fmt.Errorf("malformed order: %w", idem.ErrNotAnOutcome))
+	}
+	d := c.Process(t.Context(), msg("q", "m-1", "x"), h)
+	if d.Action != idemqueue.Reject || !idemqueue.IsPermanent(d.Err) || !strings.Contains(d.Err.Error(), "malformed order") {
+		t.Errorf("decision %+v; want Reject with the handler's permanent error", d)
+	}
+	if n := o.count(t); n != 0 {
+		t.Errorf("%d orders; want none committed", n)
+	}
+}
