@@ -3,6 +3,7 @@ package idemconnect_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -29,6 +30,9 @@ func TestNotAnOutcome(t *testing.T) {
 			{"InvalidArgument", func() error { return connect.NewError(connect.CodeInvalidArgument, errors.New("item is required")) }, connect.CodeInvalidArgument},
 			{"NotFound marked", func() error {
 				return idemconnect.NotAnOutcome(connect.NewError(connect.CodeNotFound, errors.New("item is required")))
+			}, connect.CodeNotFound},
+			{"NotFound marked, wrapped by an inner interceptor", func() error {
+				return fmt.Errorf("inner: %w", idemconnect.NotAnOutcome(connect.NewError(connect.CodeNotFound, errors.New("item is required"))))
 			}, connect.CodeNotFound},
 		} {
 			t.Run(p.name+"/"+tc.name, func(t *testing.T) {

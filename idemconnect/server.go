@@ -301,7 +301,9 @@ func (s *Server[TTx]) serve(ctx context.Context, req connect.AnyRequest, next co
 		resetRequest()
 		resp, herr := next(ctx, req)
 		last = answer{resp: resp, err: herr}
-		if marked, ok := herr.(*notAnOutcome); ok {
+		// errors.As: an interceptor between this one and the handler
+		// may have wrapped the marked error.
+		if marked := (*notAnOutcome)(nil); errors.As(herr, &marked) {
 			last.err = marked.err // sent as the handler's own, without the mark
 			return idem.Response{}, idemrpc.Unstored(marked.err)
 		}

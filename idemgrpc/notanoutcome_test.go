@@ -3,6 +3,7 @@ package idemgrpc_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -29,6 +30,7 @@ func TestNotAnOutcome(t *testing.T) {
 	}{
 		{"InvalidArgument", status.Error(codes.InvalidArgument, "item is required"), codes.InvalidArgument},
 		{"NotFound marked", idemgrpc.NotAnOutcome(status.Error(codes.NotFound, "no such item")), codes.NotFound},
+		{"NotFound marked, wrapped by an inner interceptor", fmt.Errorf("inner: %w", idemgrpc.NotAnOutcome(status.Error(codes.NotFound, "no such item"))), codes.NotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := newOrders(t, idem.Config{})

@@ -2,6 +2,7 @@ package idemgrpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -301,7 +302,9 @@ func (s *Server[TTx]) run(ctx context.Context, req any, method string, handler g
 	resp, herr := handler(grpc.NewContextWithServerTransportStream(ctx, stream), req)
 	header, trailer := stream.metadata()
 	*last = answer{resp: resp, err: herr, header: header, trailer: trailer}
-	if marked, ok := herr.(*notAnOutcome); ok {
+	// errors.As: an interceptor between this one and the handler may
+	// have wrapped the marked error.
+	if marked := (*notAnOutcome)(nil); errors.As(herr, &marked) {
 		last.err = marked.err // sent as the handler's own, without the mark
 		return idem.Response{}, idemrpc.Unstored(marked.err)
 	}
