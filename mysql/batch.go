@@ -10,7 +10,10 @@ import (
 	"github.com/idemkit/idem/dialect"
 )
 
-var _ dialect.BatchClaimer = (*mysqlDialect)(nil)
+var (
+	_ dialect.BatchClaimer   = (*mysqlDialect)(nil)
+	_ dialect.BatchCompleter = (*mysqlDialect)(nil)
+)
 
 // keysMarker is where queries/peek_batch.sql and claim_batch.sql take the
 // batch's derived table of keys.
@@ -60,7 +63,7 @@ func (d *mysqlDialect) ClaimBatch(ctx context.Context, q dialect.Queryer, t dial
 	if err != nil {
 		return nil, err
 	}
-	rows, err := query(ctx, q, prefix+withKeys(s.peekBatch.SQL, len(a.Keys), false), append(args, keys...)...)
+	rows, err := query(ctx, q, prefix+withKeys(s.peekBatch.SQL, len(a.Keys), "batch_scope", "batch_key"), append(args, keys...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +106,7 @@ func (d *mysqlDialect) ClaimBatch(ctx context.Context, q dialect.Queryer, t dial
 		if err != nil {
 			return nil, err
 		}
-		n, err := exec(ctx, q, prefix+withKeys(s.claimBatch.SQL, len(missing)/3, true), append(args, missing...)...)
+		n, err := exec(ctx, q, prefix+withKeys(s.claimBatch.SQL, len(missing)/3, "batch_scope", "batch_key", "batch_fingerprint"), append(args, missing...)...)
 		if isNumber(err, erDupEntry) {
 			return nil, dialect.Classified(dialect.ErrSerialization, errors.New("mysql: a key of the batch was claimed between its read and its insert"))
 		}
@@ -130,19 +133,62 @@ func (d *mysqlDialect) ClaimBatch(ctx context.Context, q dialect.Queryer, t dial
 }
 
 // withKeys writes into stmt, in place of keysMarker, a derived table of n
-// rows of placeholders: batch_scope and batch_key, and batch_fingerprint
-// when fingerprints is set. Their arguments follow the statement's own.
-func withKeys(stmt string, n int, fingerprints bool) string {
-	row, first := "?, ?", "? AS batch_scope, ? AS batch_key"
-	if fingerprints {
-		row, first = "?, ?, ?", first+", ? AS batch_fingerprint"
-	}
+// rows of placeholders, one column per name (batch_scope, batch_key, ...).
+// Their arguments are in the order of the statement's text.
+func withKeys(stmt string, n int, columns ...string) string {
 	var b strings.Builder
-	b.Grow(16 + n*(len(row)+18))
-	b.WriteString("(SELECT " + first)
+	b.WriteString("(SELECT ")
+	for i, c := range columns {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("? AS " + c)
+	}
+	row := strings.TrimSuffix(strings.Repeat("?, ", len(columns)), ", ")
 	for range n - 1 {
 		b.WriteString(" UNION ALL SELECT " + row)
 	}
 	b.WriteString(")")
 	return strings.Replace(stmt, keysMarker, b.String(), 1)
+}
+
+// batchCompleteLimit bounds the response bytes one batch completion sends
+// in one statement; a batch with more completes key by key.
+const batchCompleteLimit = 1 << 20
+
+// CompleteBatch stores the responses of a batch with one UPDATE joined to
+// a derived table of the keys and their responses
+// (queries/complete_batch.sql). A batch whose responses are large (over
+// 1 MiB together, or beyond the server's packet) completes key by key.
+func (d *mysqlDialect) CompleteBatch(ctx context.Context, q dialect.Queryer, t dialect.Table, a []dialect.CompleteArgs) error {
+	size := 0
+	for _, c := range a {
+		size += len(c.Header) + len(c.Body)
+	}
+	if size > batchCompleteLimit || d.maxPacket > 0 && int64(size+len(a)*packetOverhead) > d.maxPacket {
+		for _, c := range a {
+			if err := d.Complete(ctx, q, t, c); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	s := d.stmts.For(t)
+	args := make([]any, 0, 6*len(a)+2)
+	for _, c := range a {
+		args = append(args, c.Scope, c.Key, c.Fingerprint, int64(c.Status), c.Header, c.Body)
+	}
+	named, err := s.completeBatch.Args(sql.Named("now", clock(a[0].Now)), sql.Named("retention_us", a[0].Retention.Microseconds()))
+	if err != nil {
+		return err
+	}
+	stmt := withKeys(s.completeBatch.SQL, len(a), "batch_scope", "batch_key", "batch_fingerprint", "batch_status", "batch_header", "batch_body")
+	n, err := exec(ctx, q, stmt, append(args, named...)...)
+	if err != nil {
+		return err
+	}
+	if n != int64(len(a)) {
+		return dialect.ErrNotClaimed
+	}
+	return nil
 }

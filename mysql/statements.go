@@ -52,7 +52,7 @@ type statements struct {
 	lockWaitSet, lockWaitRestore dialect.Query
 	// peekBatch and claimBatch are a batch claim's statements, whose
 	// derived table of keys batchKeys writes (see batch.go).
-	peekBatch, claimBatch dialect.Query
+	peekBatch, claimBatch, completeBatch dialect.Query
 }
 
 // purgeDelete returns the DELETE of n keys of a purge batch, made once per
@@ -158,6 +158,7 @@ func newStatements(t dialect.Table) *statements {
 		lockWaitRestore: get("lock_wait_restore"),
 		peekBatch:       get("peek_batch"),
 		claimBatch:      get("claim_batch"),
+		completeBatch:   get("complete_batch"),
 		lease: leaseStatements{
 			insert:      get("lease_insert"),
 			stampToken:  get("lease_stamp_token"),

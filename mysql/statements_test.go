@@ -154,6 +154,12 @@ func TestCatalogBoundByCallSites(t *testing.T) {
 					}
 					return err
 				}},
+			{"CompleteBatch", answers{"complete_batch": {n: 2}}, []string{"complete_batch"}, 0, func(d *mysqlDialect, q dialect.Queryer) error {
+				c := dialect.CompleteArgs{Scope: "s", Key: "k", Fingerprint: []byte("fp"), Status: 200, Header: []byte("h"), Body: []byte("b"), Now: now, Retention: time.Hour}
+				c2 := c
+				c2.Key = "l"
+				return d.CompleteBatch(ctx, q, table, []dialect.CompleteArgs{c, c2})
+			}},
 			{"Complete", answers{"complete": {n: 1}}, []string{"complete"}, 0, func(d *mysqlDialect, q dialect.Queryer) error {
 				return d.Complete(ctx, q, table, dialect.CompleteArgs{Scope: "s", Key: "k", Fingerprint: []byte("fp"), Status: 200, Header: []byte("h"), Body: []byte("b"), Now: now, Retention: time.Hour})
 			}},
