@@ -18,8 +18,11 @@ import (
 // key, the effects of the won keys committed with their records or not at
 // all.
 
-// batchCases are the batch cases Run runs.
-func batchCases[TTx any]() []Case[TTx] {
+// BatchCases are the cases of Store.DoBatch, which Run runs with the
+// others: for a suite that runs them alone, such as one over a dialect that
+// hides its batch abilities to prove the key-by-key fallback
+// (dialect.ClaimBatch, dialect.CompleteBatch).
+func BatchCases[TTx any]() []Case[TTx] {
 	return []Case[TTx]{
 		{"BatchDecidesPerKey", testBatchDecidesPerKey[TTx]},
 		{"BatchInvalid", testBatchInvalid[TTx]},

@@ -184,7 +184,7 @@ func cases[TTx any]() []Case[TTx] {
 		{"DeadlockRetried", testDeadlockRetried[TTx]},
 		{"ClaimInReadOnlyTransaction", testClaimInReadOnlyTransaction[TTx]},
 		{"CommitConnectionLost", testCommitConnectionLost[TTx]},
-	}, batchCases[TTx]()...)
+	}, BatchCases[TTx]()...)
 }
 
 // env is one case's world: a fixture, and an effect table the case's work
