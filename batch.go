@@ -226,9 +226,9 @@ func (b *batch[TTx]) attempt(ctx context.Context, open []int) (waited bool, err 
 		}
 		b.res[i] = res
 	}
-	for _, i := range open {
+	for j, i := range open {
 		outcome := b.res[i].Outcome
-		if slices.Contains(won, i) {
+		if claims[j].Won {
 			outcome = Won
 		}
 		s.claimed(ctx, b.reqs[i], outcome, started, false)
