@@ -30,6 +30,7 @@ func BatchCases[TTx any]() []Case[TTx] {
 		{"BatchRefusedStatusRollsBack", testBatchRefusedStatusRollsBack[TTx]},
 		{"BatchLoserWaitsThenReplays", testBatchLoserWaitsThenReplays[TTx]},
 		{"BatchWaitBound", testBatchWaitBound[TTx]},
+		{"BatchWaitBoundOnlyForClaim", testBatchWaitBoundOnlyForClaim[TTx]},
 		{"BatchRacesShareKeys", testBatchRacesShareKeys[TTx]},
 	}
 }
@@ -431,5 +432,74 @@ func testBatchRacesShareKeys[TTx any](t *testing.T, b Backend[TTx]) {
 	}
 	if inflight > len(answers)/4 {
 		e.Fatalf("race-00", "%d of %d answers in flight: the batches did not wait for each other", inflight, len(answers))
+	}
+}
+
+// testBatchWaitBoundOnlyForClaim: the wait bound of a batch's claim, which
+// inserts a new key and takes an expired one over, does not leak into the
+// function's statements: one that waits for a row lock longer than the
+// bound still waits, and the batch commits once the lock is released.
+func testBatchWaitBoundOnlyForClaim[TTx any](t *testing.T, b Backend[TTx]) {
+	const bound = 200 * time.Millisecond
+	clk := newClock(t0)
+	e := setup(t, b, idem.Config{WaitBound: bound, Retention: retention, Clock: clk.Now})
+	if e.Driver.Dialect().Capabilities().DatabaseWriteLock {
+		t.Skipf("[%s] writers wait on the whole database: no row lock to wait for after the claim", e.Backend)
+	}
+	expired := request("bs-expired", "x")
+	e.do(e.Store, expired, e.work("bs-old", created("old")))
+	clk.add(lifetime)
+	e.Exec(e.Driver.Pool(), "INSERT INTO "+e.effects+" (k) VALUES ('row-lock')")
+	lockRow := "UPDATE " + e.effects + " SET k = 'row-lock' WHERE k = 'row-lock'"
+	holder := e.Begin()
+	defer holder.Rollback(e.Ctx)
+	hq, err := e.Driver.Wrap(holder.Native())
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	e.Exec(hq, lockRow)
+
+	reqs := []idem.Request{request("bs-new", "x"), expired}
+	type answer struct {
+		res     []idem.Result
+		err     error
+		elapsed time.Duration
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		start := time.Now()
+		res, err := e.Store.DoBatch(e.Ctx, reqs, func(ctx context.Context, tx TTx, won []idem.Request) ([]idem.Response, error) {
+			q, err := e.Driver.Wrap(tx)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := q.Exec(ctx, lockRow); err != nil { // waits for holder
+				return nil, err
+			}
+			return e.batchWork("", nil)(ctx, tx, won)
+		})
+		ch <- answer{res, err, time.Since(start)}
+	}()
+	select {
+	case a := <-ch:
+		e.Fatalf("bs-new", "the function's statement stopped waiting after %v (%+v, %v): the batch claim's wait bound %v leaked into it", a.elapsed, a.res, a.err, bound)
+	case <-time.After(5 * bound):
+	}
+	if err := holder.Rollback(e.Ctx); err != nil {
+		e.Fatalf("bs-new", "holder's Rollback: %v", err)
+	}
+	var a answer
+	select {
+	case a = <-ch:
+	case <-time.After(time.Minute):
+		e.Fatalf("bs-new", "the batch did not answer within a minute; likely cause: %s", causeAfterCommit)
+	}
+	if a.err != nil {
+		e.Fatalf("bs-new", "DoBatch after the lock was released: %v", a.err)
+	}
+	for i, r := range a.res {
+		if r.Outcome != idem.Won || !r.Committed {
+			e.Fatalf(reqs[i].Key, "after the lock was released: %+v, want won", r)
+		}
 	}
 }
