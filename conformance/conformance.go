@@ -89,7 +89,7 @@ func History[TTx any]() Case[TTx] {
 }
 
 func cases[TTx any]() []Case[TTx] {
-	return []Case[TTx]{
+	return append([]Case[TTx]{
 		{"FreshClaimAndComplete", testFreshClaimAndComplete[TTx]},
 		{"DoWinsAndCommits", testDoWinsAndCommits[TTx]},
 		{"ReplayByteForByte", testReplayByteForByte[TTx]},
@@ -188,7 +188,7 @@ func cases[TTx any]() []Case[TTx] {
 		{"DeadlockRetried", testDeadlockRetried[TTx]},
 		{"ClaimInReadOnlyTransaction", testClaimInReadOnlyTransaction[TTx]},
 		{"CommitConnectionLost", testCommitConnectionLost[TTx]},
-	}
+	}, BatchCases[TTx]()...)
 }
 
 // env is one case's world: a fixture, and an effect table the case's work

@@ -151,6 +151,7 @@ func testModel[TTx any](t *testing.T, b Backend[TTx]) {
 			rt.Repeat(map[string]func(*rapid.T){
 				"Do":            r.do,
 				"ClaimInTx":     r.claimInTx,
+				"DoBatch":       r.doBatch,
 				"Lease":         r.lease,
 				"Extend":        r.extend,
 				"RecordStep":    r.recordStep,

@@ -50,6 +50,9 @@ type statements struct {
 	// lockWaitSet and lockWaitRestore bound a MySQL session's lock waits
 	// around a claim.
 	lockWaitSet, lockWaitRestore dialect.Query
+	// peekBatch and claimBatch are a batch claim's statements, whose
+	// derived table of keys batchKeys writes (see batch.go).
+	peekBatch, claimBatch, completeBatch dialect.Query
 }
 
 // purgeDelete returns the DELETE of n keys of a purge batch, made once per
@@ -98,17 +101,24 @@ func (d *mysqlDialect) bounded(t dialect.Table, s *statements, seconds int64) *c
 	if c, ok := d.bounds.Load(k); ok {
 		return c.(*claimStatements)
 	}
-	prefix := "SET STATEMENT innodb_lock_wait_timeout=" + strconv.FormatInt(seconds, 10)
-	if d.latestLockedReads {
-		prefix += ", innodb_snapshot_isolation=OFF"
-	}
-	prefix += " FOR "
+	prefix := d.boundPrefix(seconds)
 	c, _ := d.bounds.LoadOrStore(k, &claimStatements{
 		claim:    prefixed(prefix, s.claim.claim),
 		peek:     prefixed(prefix, s.claim.peek),
 		takeover: prefixed(prefix, s.claim.takeover),
 	})
 	return c.(*claimStatements)
+}
+
+// boundPrefix is the SET STATEMENT ... FOR (MariaDB) that runs a claim's
+// statement with innodb_lock_wait_timeout set to seconds, and
+// innodb_snapshot_isolation off where the server has it.
+func (d *mysqlDialect) boundPrefix(seconds int64) string {
+	prefix := "SET STATEMENT innodb_lock_wait_timeout=" + strconv.FormatInt(seconds, 10)
+	if d.latestLockedReads {
+		prefix += ", innodb_snapshot_isolation=OFF"
+	}
+	return prefix + " FOR "
 }
 
 // prefixed is q run under prefix, a SET STATEMENT ... FOR that takes no
@@ -146,6 +156,9 @@ func newStatements(t dialect.Table) *statements {
 		floorRaise:      get("raise_floor"),
 		lockWaitSet:     get("lock_wait_set"),
 		lockWaitRestore: get("lock_wait_restore"),
+		peekBatch:       get("peek_batch"),
+		claimBatch:      get("claim_batch"),
+		completeBatch:   get("complete_batch"),
 		lease: leaseStatements{
 			insert:      get("lease_insert"),
 			stampToken:  get("lease_stamp_token"),

@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"reflect"
 	"regexp"
@@ -105,6 +106,11 @@ func TestCatalogBoundByCallSites(t *testing.T) {
 		return []any{"s", "k", []byte("fp"), (*int64)(nil), []byte(nil), []byte(nil), us - 10, expires,
 			int64(3), &us, []byte("step"), []byte("data"), us}
 	}
+	live := func(key string) []any {
+		r := record(us + 10)
+		r[1] = key
+		return r
+	}
 	fenceArgs := dialect.FenceArgs{Scope: "s", Key: "k", Token: 3, Fingerprint: []byte("fp"), Now: now, Lease: time.Second}
 	leaseArgs := dialect.LeaseArgs{Scope: "s", Key: "k", Fingerprint: []byte("fp"), Now: now, Retention: time.Hour, Lease: time.Second, WaitBound: time.Second}
 	dup := &mysqldriver.MySQLError{Number: erDupEntry}
@@ -137,6 +143,22 @@ func TestCatalogBoundByCallSites(t *testing.T) {
 					return errors.New("the expired record is not taken over")
 				}
 				return err
+			}},
+			{"ClaimBatch", answers{"peek_batch": {rows: [][]any{record(us), live("l")}}, "claim_batch": {n: 1}, "takeover": {n: 1}},
+				[]string{"peek_batch", "claim_batch", "takeover"}, 3, func(d *mysqlDialect, q dialect.Queryer) error {
+					res, err := d.ClaimBatch(ctx, q, table, dialect.BatchClaimArgs{Keys: []dialect.BatchKey{
+						{Scope: "s", Key: "j", Fingerprint: []byte("fp")}, {Scope: "s", Key: "k", Fingerprint: []byte("fp")}, {Scope: "s", Key: "l", Fingerprint: []byte("fp")},
+					}, Now: now, Retention: time.Hour, WaitBound: time.Second})
+					if err == nil && (!res[0].Won || !res[1].Won || res[2].Won || res[2].Record.Key != "l") {
+						return fmt.Errorf("new, expired and live key: %+v, want won, won (taken over) and lost", res)
+					}
+					return err
+				}},
+			{"CompleteBatch", answers{"complete_batch": {n: 2}}, []string{"complete_batch"}, 0, func(d *mysqlDialect, q dialect.Queryer) error {
+				c := dialect.CompleteArgs{Scope: "s", Key: "k", Fingerprint: []byte("fp"), Status: 200, Header: []byte("h"), Body: []byte("b"), Now: now, Retention: time.Hour}
+				c2 := c
+				c2.Key = "l"
+				return d.CompleteBatch(ctx, q, table, []dialect.CompleteArgs{c, c2})
 			}},
 			{"Complete", answers{"complete": {n: 1}}, []string{"complete"}, 0, func(d *mysqlDialect, q dialect.Queryer) error {
 				return d.Complete(ctx, q, table, dialect.CompleteArgs{Scope: "s", Key: "k", Fingerprint: []byte("fp"), Status: 200, Header: []byte("h"), Body: []byte("b"), Now: now, Retention: time.Hour})
@@ -264,7 +286,10 @@ func (f *scripted) name(stmt string, args []any) string {
 			for i := range parts {
 				parts[i] = regexp.QuoteMeta(parts[i])
 			}
-			f.patterns[name] = regexp.MustCompile(`^(?:SET STATEMENT [^?]*? FOR )?` + strings.Join(parts, literal) + `$`)
+			// A batch's statement has its derived table of keys in place
+			// of the marker.
+			pattern := strings.Replace(strings.Join(parts, literal), regexp.QuoteMeta(keysMarker), `\(SELECT .*\)`, 1)
+			f.patterns[name] = regexp.MustCompile(`^(?:SET STATEMENT [^?]*? FOR )?` + pattern + `$`)
 		}
 	}
 	var found []string

@@ -73,14 +73,16 @@ func TestCatalog(t *testing.T) {
 	expired := slices.Clone(live)
 	expired[8] = true
 	fq := &scriptedQueryer{t: t, byText: byText, ran: map[string]bool{}, answers: map[string]answer{
-		"peek":          {rows: [][]any{expired}},
-		"read":          {rows: [][]any{live}},
-		"purge":         {rows: [][]any{{int64(3)}}},
-		"lease_insert":  {rows: [][]any{{true}}},
-		"lease_extend":  {rows: [][]any{{now}}},
-		"lease_step":    {rows: [][]any{{now}}},
-		"lease_expired": {rows: [][]any{live}},
-		"complete":      {affected: 1}, "lease_take_expired": {affected: 1}, "lease_resume": {affected: 1},
+		"peek":           {rows: [][]any{expired}},
+		"peek_batch":     {rows: [][]any{expired}},
+		"complete_batch": {affected: 1},
+		"read":           {rows: [][]any{live}},
+		"purge":          {rows: [][]any{{int64(3)}}},
+		"lease_insert":   {rows: [][]any{{true}}},
+		"lease_extend":   {rows: [][]any{{now}}},
+		"lease_step":     {rows: [][]any{{now}}},
+		"lease_expired":  {rows: [][]any{live}},
+		"complete":       {affected: 1}, "lease_take_expired": {affected: 1}, "lease_resume": {affected: 1},
 		"lease_complete": {affected: 1}, "lease_release": {affected: 1},
 	}}
 	ctx := context.Background()
@@ -98,8 +100,20 @@ func TestCatalog(t *testing.T) {
 			}
 			return err
 		},
-		"Complete":          func() error { return d.Complete(ctx, fq, tbl, complete) },
-		"Complete deferred": func() error { return d.Complete(ctx, deferringQueryer{fq}, tbl, complete) },
+		// The batch claim loses its key to an expired record, fails to
+		// take it over and reads the live record that did.
+		"ClaimBatch": func() error {
+			res, err := d.ClaimBatch(ctx, fq, tbl, dialect.BatchClaimArgs{Keys: []dialect.BatchKey{{Scope: "s", Key: "k", Fingerprint: []byte("fp")}},
+				Retention: time.Hour, WaitBound: time.Second})
+			if err == nil && (res[0].Won || res[0].Record.Key != "k") {
+				err = errors.New("the batch claim did not find the live record")
+			}
+			return err
+		},
+		"CompleteBatch":          func() error { return d.CompleteBatch(ctx, fq, tbl, []dialect.CompleteArgs{complete}) },
+		"CompleteBatch deferred": func() error { return d.CompleteBatch(ctx, deferringQueryer{fq}, tbl, []dialect.CompleteArgs{complete}) },
+		"Complete":               func() error { return d.Complete(ctx, fq, tbl, complete) },
+		"Complete deferred":      func() error { return d.Complete(ctx, deferringQueryer{fq}, tbl, complete) },
 		"Lookup": func() error {
 			_, found, err := d.Lookup(ctx, fq, tbl, dialect.LookupArgs{Scope: "s", Key: "k", Now: now})
 			if err == nil && !found {

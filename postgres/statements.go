@@ -23,6 +23,8 @@ type statements struct {
 	read, peek, purge                          dialect.Query
 	// lockWaitSet and lockWaitRestore bound a takeover's wait.
 	lockWaitSet, lockWaitRestore dialect.Query
+	// The batch's claim, its read of the keys, and its completion.
+	claimBatch, peekBatch, completeBatch, completeBatchGuarded dialect.Query
 	// fence is the quoted name of the table's token floor.
 	fence string
 	lease leaseStatements
@@ -72,7 +74,12 @@ func newStatements(t dialect.Table) *statements {
 		purge:           q("purge"),
 		lockWaitSet:     q("lock_wait_set"),
 		lockWaitRestore: q("lock_wait_restore"),
-		fence:           `"` + t.Index("fence") + `"`,
+
+		claimBatch:           q("claim_batch"),
+		peekBatch:            q("peek_batch"),
+		completeBatch:        q("complete_batch"),
+		completeBatchGuarded: q("complete_batch_guarded"),
+		fence:                `"` + t.Index("fence") + `"`,
 		lease: leaseStatements{
 			lockWait:    q("lease_lock_wait"),
 			insert:      q("lease_insert"),

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/conformance"
 	"github.com/idemkit/idem/sqlite"
 )
 
@@ -117,3 +118,7 @@ func BenchmarkDoLease(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPerKey: a key done one at a time (Do) against keys done in
+// batches of 1, 10 and 100 (DoBatch); compare ns/key.
+func BenchmarkPerKey(b *testing.B) { conformance.BenchmarkPerKey(b, benchStore(b)) }

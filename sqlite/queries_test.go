@@ -31,6 +31,7 @@ func TestQueriesBoundByName(t *testing.T) {
 		"now": at.UnixMicro(), "retention_us": int64(3600e6), "lease_us": int64(60e6),
 		"token": int64(41), "status": 201, "header": []byte("hdr"), "body": []byte("body"),
 		"step": "charged", "step_data": []byte("ch_1"), "limit": 17,
+		"keys": `[["the-scope","the-key","6670"]]`, "lost": `[["the-scope","the-key"]]`,
 	}
 	var (
 		fence   = dialect.FenceArgs{Scope: "the-scope", Key: "the-key", Token: 41, Fingerprint: []byte("fp"), Now: at, Lease: time.Minute}
@@ -42,6 +43,11 @@ func TestQueriesBoundByName(t *testing.T) {
 		methods = map[string]func() error{
 			"Claim": func() error {
 				_, err := d.Claim(ctx, rec, tbl, dialect.ClaimArgs{Scope: "the-scope", Key: "the-key", Fingerprint: []byte("fp"), Now: at, Retention: time.Hour})
+				return err
+			},
+			"ClaimBatch": func() error {
+				_, err := d.ClaimBatch(ctx, rec, tbl, dialect.BatchClaimArgs{Keys: []dialect.BatchKey{{Scope: "the-scope", Key: "the-key", Fingerprint: []byte("fp")}},
+					Now: at, Retention: time.Hour})
 				return err
 			},
 			"Complete": func() error {
@@ -87,6 +93,7 @@ func TestQueriesBoundByName(t *testing.T) {
 	catalog := dialect.MustLoadQueries(queries, "queries", tbl, dialect.Question)
 	for name, q := range map[string]dialect.Query{
 		"claim": s.claim, "complete": s.complete, "complete_late": s.completeLate, "read": s.read, "purge": s.purge, "raise_floor": s.raiseFloor,
+		"claim_batch": s.claimBatch, "read_batch": s.readBatch,
 		"lease_insert": s.lease.insert, "lease_take_expired": s.lease.takeExpired, "lease_resume": s.lease.resume,
 		"lease_extend": s.lease.extend, "lease_step": s.lease.step, "lease_complete": s.lease.complete,
 		"lease_release": s.lease.release, "lease_expired": s.lease.expired,

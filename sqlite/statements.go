@@ -26,7 +26,10 @@ type statements struct {
 	// completeLate is complete for work that ran past its claim's grace.
 	completeLate dialect.Query
 	raiseFloor   dialect.Query
-	lease        leaseStatements
+	// claimBatch and readBatch claim a batch's keys and read the records
+	// it lost to.
+	claimBatch, readBatch dialect.Query
+	lease                 leaseStatements
 }
 
 // leaseStatements are lease mode's statements.
@@ -57,6 +60,8 @@ func newStatements(t dialect.Table) *statements {
 		read:         take("read"),
 		purge:        take("purge"),
 		raiseFloor:   take("raise_floor"),
+		claimBatch:   take("claim_batch"),
+		readBatch:    take("read_batch"),
 		lease: leaseStatements{
 			insert:      take("lease_insert"),
 			takeExpired: take("lease_take_expired"),
