@@ -159,15 +159,15 @@ func (c *Consumer[TTx]) runBatch(ctx context.Context, tx TTx, ms []Message, h Ba
 // together (ProcessBatch: one transaction, one decision per message) and
 // then settles each delivery as decided, each within
 // Config.SettleTimeout, so no message is acknowledged before the commit
-// that holds its work. It returns the decisions, in the order of ds, and
-// the errors of settling them (errors.Join; nil when every settle
-// succeeded). A delivery whose Message fails is decided as in Handle and
+// that holds its work. It returns the decisions and the errors of
+// settling them, both in the order of ds (settleErrs[i] is nil when ds[i]
+// settled; as in Handle, a failed Ack is harmless). A delivery whose Message fails is decided as in Handle and
 // left out of the batch.
 //
 // Deliveries that are Extenders are extended while the batch works.
 // Unlike Handle, HandleBatch does not wait for a message whose key is in
 // flight elsewhere: it is retried after InFlightDelay.
-func (c *Consumer[TTx]) HandleBatch(ctx context.Context, ds []Delivery, h BatchHandler[TTx]) ([]Decision, error) {
+func (c *Consumer[TTx]) HandleBatch(ctx context.Context, ds []Delivery, h BatchHandler[TTx]) (decisions []Decision, settleErrs []error) {
 	out := make([]Decision, len(ds))
 	msgs := make([]Message, len(ds))
 	var (
@@ -203,11 +203,9 @@ func (c *Consumer[TTx]) HandleBatch(ctx context.Context, ds []Delivery, h BatchH
 			out[i] = decided[j]
 		}
 	}
-	var errs []error
+	settleErrs = make([]error, len(ds))
 	for i, d := range ds {
-		if err := c.settle(ctx, d, msgs[i], out[i]); err != nil {
-			errs = append(errs, err)
-		}
+		settleErrs[i] = c.settle(ctx, d, msgs[i], out[i])
 	}
-	return out, errors.Join(errs...)
+	return out, settleErrs
 }

@@ -317,9 +317,9 @@ func TestHandleBatch(t *testing.T) {
 		}
 		return o.handleBatch(calls)(ctx, tx, ms)
 	}
-	ds, err := c.HandleBatch(t.Context(), []idemqueue.Delivery{ok1, bad, ok2}, slow)
-	if err == nil || !strings.Contains(err.Error(), "broker gone") {
-		t.Errorf("settle errors %v; want the reject's broker error", err)
+	ds, errs := c.HandleBatch(t.Context(), []idemqueue.Delivery{ok1, bad, ok2}, slow)
+	if len(errs) != 3 || errs[0] != nil || errs[1] == nil || !strings.Contains(errs[1].Error(), "broker gone") || errs[2] != nil {
+		t.Errorf("settle errors %v; want the reject's broker error alone", errs)
 	}
 	if got := actions(ds); got != "ack/won reject/none ack/won" {
 		t.Errorf("decisions %s", got)
