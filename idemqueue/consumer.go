@@ -266,24 +266,14 @@ func (c *Consumer[TTx]) process(ctx context.Context, m Message, h Handler[TTx]) 
 	if h == nil {
 		return Decision{Action: Reject, Err: errors.New("idemqueue: nil handler")}
 	}
-	var perr *PanicError
-	id, err := guarded(func() (string, error) { return c.cfg.Key(m) })
-	if errors.As(err, &perr) {
-		return c.panicked(ctx, m, perr, true)
+	req, refused := c.request(ctx, m)
+	if refused != nil {
+		return *refused
 	}
-	if err != nil {
-		return Decision{Action: Reject, Err: fmt.Errorf("idemqueue: key of message %q in %q: %w", m.ID, m.Queue, err)}
-	}
-	key := KeyFor(id)
-	if key == "" {
-		return Decision{Action: Reject, Err: fmt.Errorf("%w: idemqueue: message in %q has no id: nothing tells its redeliveries apart, so it cannot be processed once", idem.ErrInvalidKey, m.Queue)}
-	}
-	fp, err := guarded(func() (idem.Fingerprint, error) { return c.cfg.Fingerprint(m), nil })
-	if errors.As(err, &perr) {
-		return c.panicked(ctx, m, perr, true)
-	}
-	req := idem.Request{Scope: Scope(c.cfg.Name, m.Queue), Key: key, Fingerprint: fp}
+	key, fp := req.Key, req.Fingerprint
 	var (
+		perr  *PanicError
+		err   error
 		res   idem.Result
 		found bool // a record under the former scope form answered
 	)
@@ -315,6 +305,36 @@ func (c *Consumer[TTx]) process(ctx context.Context, m Message, h Handler[TTx]) 
 	if err != nil {
 		return c.failed(ctx, m, key, err)
 	}
+	return c.decide(m, key, res)
+}
+
+// request makes m's idem request: its key (Config.Key, through KeyFor),
+// scope and fingerprint. A message that has none is decided at once: the
+// returned Decision is not nil.
+func (c *Consumer[TTx]) request(ctx context.Context, m Message) (idem.Request, *Decision) {
+	var perr *PanicError
+	id, err := guarded(func() (string, error) { return c.cfg.Key(m) })
+	if errors.As(err, &perr) {
+		d := c.panicked(ctx, m, perr, true)
+		return idem.Request{}, &d
+	}
+	if err != nil {
+		return idem.Request{}, &Decision{Action: Reject, Err: fmt.Errorf("idemqueue: key of message %q in %q: %w", m.ID, m.Queue, err)}
+	}
+	key := KeyFor(id)
+	if key == "" {
+		return idem.Request{}, &Decision{Action: Reject, Err: fmt.Errorf("%w: idemqueue: message in %q has no id: nothing tells its redeliveries apart, so it cannot be processed once", idem.ErrInvalidKey, m.Queue)}
+	}
+	fp, err := guarded(func() (idem.Fingerprint, error) { return c.cfg.Fingerprint(m), nil })
+	if errors.As(err, &perr) {
+		d := c.panicked(ctx, m, perr, true)
+		return idem.Request{}, &d
+	}
+	return idem.Request{Scope: Scope(c.cfg.Name, m.Queue), Key: key, Fingerprint: fp}, nil
+}
+
+// decide turns the store's answer for m into a Decision.
+func (c *Consumer[TTx]) decide(m Message, key string, res idem.Result) Decision {
 	switch res.Outcome {
 	case idem.Won:
 		if !res.Committed {

@@ -184,10 +184,8 @@ func (c *Consumer[TTx]) Handle(ctx context.Context, d Delivery, h Handler[TTx]) 
 	var dec Decision
 	m, err := d.Message()
 	switch {
-	case err != nil && errors.Is(err, ErrTemporary):
-		dec = Decision{Action: Retry, Delay: c.cfg.RetryDelay(m.Delivery), Err: fmt.Errorf("idemqueue: read the delivery: %w", err)}
 	case err != nil:
-		dec = Decision{Action: Reject, Err: fmt.Errorf("idemqueue: read the delivery: %w", err)}
+		dec = c.unreadable(m, err)
 	default:
 		if e, ok := d.(Extender); ok && e.ExtendEvery() > 0 {
 			dec = c.processAlive(ctx, m, e, h)
@@ -195,8 +193,24 @@ func (c *Consumer[TTx]) Handle(ctx context.Context, d Delivery, h Handler[TTx]) 
 			dec = c.Process(ctx, m, h)
 		}
 	}
+	return dec, c.settle(ctx, d, m, dec)
+}
+
+// unreadable decides on a delivery whose Message failed with err: Retry
+// for a temporary error, else Reject.
+func (c *Consumer[TTx]) unreadable(m Message, err error) Decision {
+	if errors.Is(err, ErrTemporary) {
+		return Decision{Action: Retry, Delay: c.cfg.RetryDelay(m.Delivery), Err: fmt.Errorf("idemqueue: read the delivery: %w", err)}
+	}
+	return Decision{Action: Reject, Err: fmt.Errorf("idemqueue: read the delivery: %w", err)}
+}
+
+// settle acts on d as dec says, within Config.SettleTimeout even when ctx
+// has ended.
+func (c *Consumer[TTx]) settle(ctx context.Context, d Delivery, m Message, dec Decision) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.SettleTimeout)
 	defer cancel()
+	var err error
 	switch dec.Action {
 	case Ack:
 		err = d.Ack(sctx)
@@ -206,9 +220,9 @@ func (c *Consumer[TTx]) Handle(ctx context.Context, d Delivery, h Handler[TTx]) 
 		err = d.Reject(sctx, dec.Err)
 	}
 	if err != nil {
-		return dec, fmt.Errorf("idemqueue: %v message %q: %w", dec.Action, m.ID, err)
+		return fmt.Errorf("idemqueue: %v message %q: %w", dec.Action, m.ID, err)
 	}
-	return dec, nil
+	return nil
 }
 
 // processAlive is processWaiting while the delivery is kept alive; the
