@@ -49,7 +49,8 @@ func HeaderKeyFunc(name string) KeyFunc {
 // JSONKeyFunc returns a KeyFunc that takes the key from a field of a JSON
 // object body: JSONKeyFunc("id") for Stripe's event id, JSONKeyFunc("data",
 // "id") for a field of a nested object. The field must be a string or a
-// number (whose key is the number as written). A body that is not a JSON
+// number (whose key is the number as written, so the number 1 and the
+// string "1" are one key). A body that is not a JSON
 // object, or where the path leads through something that is not an object,
 // is refused with an error wrapping idem.ErrInvalidKey; a path that ends
 // nowhere, or in null, with one wrapping ErrKeyMissing. It panics without

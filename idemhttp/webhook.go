@@ -31,10 +31,12 @@ type VerifyError struct {
 	Err error
 }
 
+// Error says the request was not verified, with the status and the reason.
 func (e *VerifyError) Error() string {
 	return fmt.Sprintf("idemhttp: request not verified (%d): %v", e.Status, e.Err)
 }
 
+// Unwrap returns Err, for errors.Is and errors.As.
 func (e *VerifyError) Unwrap() error { return e.Err }
 
 // verified runs Config.Verify on a protected request, before its key is
