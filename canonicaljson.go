@@ -547,7 +547,8 @@ func (c *canonicalizer) number() error {
 // 10E-1 and 0.1e1 all append 1; 9007199254740993 appends itself, not
 // 9007199254740992; 1e-400 appends 1e-400, not 0. An exponent of any size
 // is handled exactly (math/big past 18 digits). A number written by an
-// RFC 8785 canonicalizer is already in this form, so it is its own.
+// RFC 8785 canonicalizer is already in this form, so it is its own. buf
+// is scratch space where the integer and fraction digits are joined.
 func appendExactNumber(dst, in, frac, exp []byte, neg bool, buf *[]byte) []byte {
 	// The value is 0.ds × 10^n, ds the significant digits of in+frac.
 	lead := 0
