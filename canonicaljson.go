@@ -3,16 +3,18 @@ package idem
 import (
 	"errors"
 	"fmt"
+	"math/big"
 	"slices"
 	"strconv"
 	"unicode/utf8"
 )
 
-// ErrInvalidJSON is CanonicalJSON's error for bytes that are not one JSON
-// text it can canonicalize: not JSON at all, or JSON outside the I-JSON subset
-// that RFC 8785 requires (a repeated property name, invalid UTF-8, an
-// escaped lone surrogate, a number beyond the range of a float64), or
-// nested deeper than 10,000 arrays and objects.
+// ErrInvalidJSON is the error of CanonicalJSON and CanonicalJSONExact for
+// bytes that are not one JSON text they can canonicalize: not JSON at all,
+// or JSON outside the I-JSON subset that RFC 8785 requires (a repeated
+// property name, invalid UTF-8, an escaped lone surrogate, and for
+// CanonicalJSON a number beyond the range of a float64), or nested deeper
+// than 10,000 arrays and objects.
 var ErrInvalidJSON = errors.New("idem: JSON cannot be canonicalized")
 
 // maxJSONDepth bounds nesting, as encoding/json does, so that a body of
@@ -26,8 +28,13 @@ const maxJSONDepth = 10000
 // control characters, the latter as \b, \t, \n, \f, \r or \u00xx), and
 // every number written as ECMAScript writes the float64 it denotes
 // (1.0, 10E-1 and 1 are all 1; 1e21 is 1e+21; -0 is 0). Two texts that
-// decode to the same value therefore have the same canonical form, which
-// makes it fit for a Fingerprint of a body that clients re-serialize.
+// decode to the same value therefore have the same canonical form.
+//
+// Numbers are equated as float64s, as RFC 8785 specifies: numbers that
+// differ only past float64 precision share a form (9007199254740993 is
+// 9007199254740992, 0.10000000000000000001 is 0.1, 1e-400 is 0). That is
+// wrong for a Fingerprint when the receiver reads numbers exactly (as
+// int64, json.Number or decimals): use CanonicalJSONExact there.
 //
 // It fails, with an error wrapping ErrInvalidJSON that says what and at
 // which offset, for anything RFC 8785 cannot canonicalize: text that is
@@ -36,7 +43,37 @@ const maxJSONDepth = 10000
 // an escaped surrogate that is not half of a pair, a number too large for
 // a float64, or nesting deeper than 10,000. It never changes body.
 func CanonicalJSON(body []byte) ([]byte, error) {
-	c := canonicalizer{in: body, out: make([]byte, 0, len(body))}
+	return canonicalize(body, false)
+}
+
+// CanonicalJSONExact returns the canonical form of the JSON text body that
+// compares numbers by their exact decimal value: CanonicalJSON's form
+// (properties sorted, no whitespace, strings escaped one way) except that
+// each number is written as the exact value of its text in one normal
+// form: its significant digits, with no leading or trailing zeros, laid
+// out as ECMAScript lays out a float64's digits, "-" for a negative one,
+// and 0 for zero and -0. So 1, 1.0, 10E-1 and 0.1e1 share a form, as do
+// 0.1, 0.10 and 1e-1; but 9007199254740993 and 9007199254740992 do not,
+// nor 0.10000000000000000001 and 0.1, nor 1e-400 and 0. A number of any
+// size or exponent is accepted (1e999999999 is 1e+999999999). It is what
+// the JSON fingerprints (idemhttp.CanonicalJSONFingerprint,
+// idemqueue.CanonicalJSONFingerprint) hash: two bodies share a form only
+// when they hold the same value, read exactly.
+//
+// The form is JSON, and is its own form. An RFC 8785 form is one too, so
+// a body already in RFC 8785 form is in this one, and the two forms of a
+// body differ only where a number's value does not survive a round trip
+// through a float64 (9007199254740993, 0.10000000000000000001, 1e-400,
+// 1e400, which CanonicalJSON refuses). It fails as
+// CanonicalJSON does, wrapping ErrInvalidJSON, except that it never
+// refuses a number. It never changes body.
+func CanonicalJSONExact(body []byte) ([]byte, error) {
+	return canonicalize(body, true)
+}
+
+// canonicalize is CanonicalJSON, or CanonicalJSONExact when exact.
+func canonicalize(body []byte, exact bool) ([]byte, error) {
+	c := canonicalizer{in: body, out: make([]byte, 0, len(body)), exact: exact}
 	c.space()
 	if err := c.value(0); err != nil {
 		return nil, err
@@ -61,8 +98,11 @@ type canonicalizer struct {
 	// when it ends.
 	names   []byte
 	members []member
+	// exact writes every number as its exact decimal value
+	// (CanonicalJSONExact) instead of as the float64 it denotes.
+	exact bool
 	// scratch is where an object's members are copied to be written back
-	// in order.
+	// in order, and where a number's digits are joined.
 	scratch []byte
 }
 
@@ -437,12 +477,14 @@ func appendStringRune(dst []byte, r rune) []byte {
 }
 
 // number parses the number at pos, which must follow JSON's grammar, and
-// writes the float64 it denotes as ECMAScript does.
+// writes the float64 it denotes as ECMAScript does or, for the exact form,
+// its exact decimal value (exactNumber).
 func (c *canonicalizer) number() error {
 	start := c.pos
 	if c.in[c.pos] == '-' {
 		c.pos++
 	}
+	intStart := c.pos
 	switch {
 	case c.pos < len(c.in) && c.in[c.pos] == '0':
 		c.pos++
@@ -452,22 +494,32 @@ func (c *canonicalizer) number() error {
 		return c.fail("a digit expected, got %s", c.what())
 	}
 	integer := c.pos
+	fracStart, fracEnd := c.pos, c.pos
 	if c.pos < len(c.in) && c.in[c.pos] == '.' {
 		c.pos++
+		fracStart = c.pos
 		if c.digits() == 0 {
 			return c.fail("a digit expected after '.', got %s", c.what())
 		}
+		fracEnd = c.pos
 	}
+	expStart, expEnd := c.pos, c.pos
 	if c.pos < len(c.in) && (c.in[c.pos] == 'e' || c.in[c.pos] == 'E') {
 		c.pos++
+		expStart = c.pos
 		if c.pos < len(c.in) && (c.in[c.pos] == '+' || c.in[c.pos] == '-') {
 			c.pos++
 		}
 		if c.digits() == 0 {
 			return c.fail("a digit expected in the exponent, got %s", c.what())
 		}
+		expEnd = c.pos
 	}
 	lit := c.in[start:c.pos]
+	if c.exact {
+		c.out = appendExactNumber(c.out, c.in[intStart:integer], c.in[fracStart:fracEnd], c.in[expStart:expEnd], start < intStart, &c.scratch)
+		return nil
+	}
 	// An integer of at most 15 digits is a float64 exactly, and ECMAScript
 	// writes it as it is (but -0 as 0).
 	if c.pos == integer && len(lit) <= 15 {
@@ -484,6 +536,80 @@ func (c *canonicalizer) number() error {
 	}
 	c.out = appendECMAScriptNumber(c.out, f)
 	return nil
+}
+
+// appendExactNumber appends the number with integer digits in, fraction
+// digits frac and exponent exp (its digits, maybe signed; empty for none)
+// as its exact decimal value in one normal form: the significant digits
+// (those from the first non-zero one to the last non-zero one) laid out as
+// ECMAScript lays out a float64's digits (layoutDigits), "-" before them
+// when negative, and 0 (never -0) for zero. So the number text 1, 1.0,
+// 10E-1 and 0.1e1 all append 1; 9007199254740993 appends itself, not
+// 9007199254740992; 1e-400 appends 1e-400, not 0. An exponent of any size
+// is handled exactly (math/big past 18 digits). A number written by an
+// RFC 8785 canonicalizer is already in this form, so it is its own. buf
+// is scratch space where the integer and fraction digits are joined.
+func appendExactNumber(dst, in, frac, exp []byte, neg bool, buf *[]byte) []byte {
+	// The value is 0.ds × 10^n, ds the significant digits of in+frac.
+	lead := 0
+	for lead < len(in) && in[lead] == '0' {
+		lead++
+	}
+	point := len(in) - lead // digits before the point, after the zeros
+	for len(frac) > 0 && frac[len(frac)-1] == '0' {
+		frac = frac[:len(frac)-1]
+	}
+	var ds []byte
+	switch {
+	case point > 0 && len(frac) == 0:
+		ds = in[lead:]
+	case point > 0:
+		*buf = append(append((*buf)[:0], in[lead:]...), frac...)
+		ds = *buf
+	default:
+		z := 0
+		for z < len(frac) && frac[z] == '0' {
+			z++
+		}
+		point = -z
+		ds = frac[z:]
+	}
+	for len(ds) > 0 && ds[len(ds)-1] == '0' {
+		ds = ds[:len(ds)-1]
+	}
+	if len(ds) == 0 {
+		return append(dst, '0')
+	}
+	if neg {
+		dst = append(dst, '-')
+	}
+	expNeg := len(exp) > 0 && exp[0] == '-'
+	if len(exp) > 0 && (exp[0] == '-' || exp[0] == '+') {
+		exp = exp[1:]
+	}
+	for len(exp) > 0 && exp[0] == '0' {
+		exp = exp[1:]
+	}
+	if len(exp) > 18 { // beyond an int64, and so far beyond layoutDigits's ±21
+		e, _ := new(big.Int).SetString(string(exp), 10) // digits, checked
+		if expNeg {
+			e.Neg(e)
+		}
+		e.Add(e, big.NewInt(int64(point)-1)) // the exponent of d.ddd
+		dst = appendSignificand(dst, ds)
+		if e.Sign() < 0 {
+			return e.Append(append(dst, 'e'), 10)
+		}
+		return e.Append(append(dst, 'e', '+'), 10)
+	}
+	var e int64
+	for _, b := range exp {
+		e = e*10 + int64(b-'0')
+	}
+	if expNeg {
+		e = -e
+	}
+	return layoutDigits(dst, ds, e+int64(point))
 }
 
 // digits skips a run of decimal digits and returns its length.
@@ -529,8 +655,15 @@ func appendECMAScriptNumber(dst []byte, f float64) []byte {
 		exp = -exp
 	}
 	// f = 0.d1d2...dk × 10^n in ECMAScript's terms.
-	n := exp + 1
-	ds := digits[:k]
+	return layoutDigits(dst, digits[:k], int64(exp+1))
+}
+
+// layoutDigits appends the number 0.ds × 10^n (ds its significant digits,
+// the first and the last not 0) as ECMAScript's Number::toString lays out
+// its digits: without an exponent from 1e-6 up to 1e21 (exclusive), as
+// d.ddd with one ("1e+21", "1.5e-7") outside that.
+func layoutDigits(dst, ds []byte, n int64) []byte {
+	k := int64(len(ds))
 	switch {
 	case k <= n && n <= 21:
 		dst = append(dst, ds...)
@@ -548,19 +681,25 @@ func appendECMAScriptNumber(dst []byte, f float64) []byte {
 		}
 		dst = append(dst, ds...)
 	default:
-		dst = append(dst, ds[0])
-		if k > 1 {
-			dst = append(dst, '.')
-			dst = append(dst, ds[1:]...)
-		}
+		dst = appendSignificand(dst, ds)
 		dst = append(dst, 'e')
 		if n-1 < 0 {
 			dst = append(dst, '-')
-			dst = strconv.AppendInt(dst, int64(1-n), 10)
+			dst = strconv.AppendInt(dst, 1-n, 10)
 		} else {
 			dst = append(dst, '+')
-			dst = strconv.AppendInt(dst, int64(n-1), 10)
+			dst = strconv.AppendInt(dst, n-1, 10)
 		}
+	}
+	return dst
+}
+
+// appendSignificand appends the digits ds as d.ddd (d alone for one digit).
+func appendSignificand(dst, ds []byte) []byte {
+	dst = append(dst, ds[0])
+	if len(ds) > 1 {
+		dst = append(dst, '.')
+		dst = append(dst, ds[1:]...)
 	}
 	return dst
 }

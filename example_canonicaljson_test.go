@@ -30,3 +30,29 @@ func ExampleCanonicalJSON() {
 	// true
 	// true idem: JSON cannot be canonicalized: property name "amount" occurs twice in the object at offset 0
 }
+
+// The exact form equates number texts of one value, as RFC 8785 does, but
+// keeps apart numbers that differ only past float64 precision, which RFC
+// 8785 equates: a second order whose 64-bit id differs in its last digit
+// is another order.
+func ExampleCanonicalJSONExact() {
+	for _, body := range []string{
+		`{"id":12345678901234567,"amount":0.10}`,
+		`{ "amount": 1e-1, "id": 12345678901234567.0 }`,
+		`{"id":12345678901234568,"amount":0.1}`,
+	} {
+		exact, err := idem.CanonicalJSONExact([]byte(body))
+		if err != nil {
+			log.Fatal(err)
+		}
+		rfc8785, err := idem.CanonicalJSON([]byte(body))
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%s %s\n", exact, rfc8785)
+	}
+	// Output:
+	// {"amount":0.1,"id":12345678901234567} {"amount":0.1,"id":12345678901234568}
+	// {"amount":0.1,"id":12345678901234567} {"amount":0.1,"id":12345678901234568}
+	// {"amount":0.1,"id":12345678901234568} {"amount":0.1,"id":12345678901234568}
+}

@@ -49,11 +49,21 @@ func TestCanonicalJSONFingerprint(t *testing.T) {
 		{"exponents", target{body: `{"a":1,"b":2}`}, target{body: `{"b":2e0,"a":10E-1}`}, true},
 		{"whitespace", target{body: `{"a":[1,2],"b":{"c":null}}`}, target{body: "{\n  \"b\": { \"c\": null },\n  \"a\": [ 1, 2 ]\n}\n"}, true},
 		{"escapes", target{body: `{"name":"Zoë/€"}`}, target{body: `{"name":"Zo\u00eb\/\u20AC"}`}, true},
-		{"a large integer beyond float64 precision", target{body: `{"id":9007199254740993}`}, target{body: `{"id":9007199254740992}`}, true},
+		{"decimal forms", target{body: `{"amount":0.1}`}, target{body: `{"amount":0.10}`}, true},
+		{"decimal exponent", target{body: `{"amount":0.1}`}, target{body: `{"amount":1e-1}`}, true},
+		{"negative zero", target{body: `[0]`}, target{body: `[-0.0]`}, true},
+		{"an integer past float64 precision, in its forms", target{body: `{"id":12345678901234567}`}, target{body: `{"id":1.2345678901234567e16}`}, true},
 		{"not JSON, same bytes", target{body: "amount=5"}, target{body: "amount=5"}, true},
 		{"no body", target{}, target{}, true},
 
 		{"another value", target{body: `{"a":1,"b":2}`}, target{body: `{"a":1,"b":3}`}, false},
+		// Values that differ only past float64 precision, which RFC 8785
+		// equates: the handler reads them exactly, so they are other requests.
+		{"2^53+1 and 2^53", target{body: `{"amount":9007199254740993}`}, target{body: `{"amount":9007199254740992}`}, false},
+		{"a 64-bit id", target{body: `{"id":12345678901234567}`}, target{body: `{"id":12345678901234568}`}, false},
+		{"a long decimal", target{body: `{"amount":0.10000000000000000001}`}, target{body: `{"amount":0.1}`}, false},
+		{"an underflow", target{body: `{"x":1e-400}`}, target{body: `{"x":0}`}, false},
+		{"beyond float64, by value", target{body: `{"x":1e400}`}, target{body: `{"x":1e401}`}, false},
 		{"a number and a string", target{body: `{"a":1}`}, target{body: `{"a":"1"}`}, false},
 		{"array order", target{body: `[1,2]`}, target{body: `[2,1]`}, false},
 		{"one more property", target{body: `{"a":1}`}, target{body: `{"a":1,"b":null}`}, false},
@@ -80,7 +90,8 @@ func TestCanonicalJSONFingerprint(t *testing.T) {
 }
 
 // TestCanonicalJSONFingerprintIsDefaultOfCanonical: a body with no
-// canonical form, and one already canonical, fingerprint as under
+// canonical form, and one already canonical (idem.CanonicalJSONExact's
+// form, which RFC 8785's is too), fingerprint as under
 // DefaultFingerprint, so switching changes only the other JSON bodies.
 func TestCanonicalJSONFingerprintIsDefaultOfCanonical(t *testing.T) {
 	for _, tc := range []struct {
@@ -93,6 +104,9 @@ func TestCanonicalJSONFingerprintIsDefaultOfCanonical(t *testing.T) {
 		{`{"a":1,"a":2}`, true},
 		{`"\udc00"`, true},
 		{`{"a":1,"b":[true,null,"x"]}`, true},
+		{`{"id":9007199254740993,"x":1e-400}`, true},
+		{`[0.1,1.5,1e+21,1e-7]`, true},
+		{`0.10`, false},
 		{`{"b":1,"a":2}`, false},
 		{`{"a": 1}`, false},
 		{`1.0`, false},
@@ -101,7 +115,7 @@ func TestCanonicalJSONFingerprintIsDefaultOfCanonical(t *testing.T) {
 		if got := canonicalFP(tg) == defaultFP(tg); got != tc.same {
 			t.Errorf("body %q: canonical fingerprint == default: %v, want %v", tc.body, got, tc.same)
 		}
-		canonical, err := idem.CanonicalJSON([]byte(tc.body))
+		canonical, err := idem.CanonicalJSONExact([]byte(tc.body))
 		if err != nil {
 			continue
 		}
@@ -113,7 +127,8 @@ func TestCanonicalJSONFingerprintIsDefaultOfCanonical(t *testing.T) {
 
 // TestCanonicalJSONFingerprintMiddleware: through the middleware, a retry
 // that re-serializes its body replays under CanonicalJSONFingerprint and is
-// a mismatch under the default; another value is a mismatch under both.
+// a mismatch under the default; another value is a mismatch under both,
+// even one that differs only past float64 precision.
 func TestCanonicalJSONFingerprintMiddleware(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
@@ -155,13 +170,17 @@ func TestCanonicalJSONFingerprintMiddleware(t *testing.T) {
 				{"k2", `not json`, http.StatusCreated},
 				{"k2", `not json`, http.StatusCreated},
 				{"k2", `not  json`, http.StatusUnprocessableEntity},
+				// A second order under a reused key, whose 64-bit id differs
+				// only past float64 precision, is not the first one.
+				{"k3", `{"id":12345678901234567,"qty":1}`, http.StatusCreated},
+				{"k3", `{"id":12345678901234568,"qty":1}`, http.StatusUnprocessableEntity},
 			} {
 				if got := send(step.key, step.body); got != step.want {
 					t.Fatalf("key %s, body %s: %d, want %d", step.key, step.body, got, step.want)
 				}
 			}
-			if runs != 2 {
-				t.Fatalf("the handler ran %d times, want 2 (once per key)", runs)
+			if runs != 3 {
+				t.Fatalf("the handler ran %d times, want 3 (once per key)", runs)
 			}
 		})
 	}

@@ -178,8 +178,9 @@
 //
 // For clients that re-serialize a JSON body when they retry (another
 // property order, other number forms), CanonicalJSONFingerprint hashes the
-// body's RFC 8785 canonical form instead of its bytes (opt-in: it changes
-// the fingerprints of JSON bodies; see its documentation).
+// body's canonical form (RFC 8785's, with numbers compared by exact
+// value) instead of its bytes (opt-in: it changes the fingerprints of JSON
+// bodies; see its documentation).
 //
 // To customise: keep Route a pattern, and make Fingerprint hash everything
 // that tells two requests apart, with idem.Hasher. For example, to ignore

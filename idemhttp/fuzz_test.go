@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math/big"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -176,9 +177,16 @@ func FuzzScope(f *testing.F) {
 // lone surrogate, a repeated name, a number beyond a float64). What it
 // accepts, its canonical form decodes to the same value, is its own
 // canonical form, and is the canonical form of encoding/json's own
-// serialization of that value: equal values, equal forms. The fingerprint
-// follows: the canonical one for a body with a canonical form, the default
-// one otherwise.
+// serialization of that value: equal values, equal forms.
+//
+// idem.CanonicalJSONExact accepts the same, and numbers beyond a float64
+// too. Its form is its own, an RFC 8785 form is its own, and two texts
+// share it exactly when they decode to equal values with every number
+// compared exactly (json.Number, as big.Rat): the input, its exact form,
+// its RFC 8785 form (which differs when a number does not survive a
+// float64) and encoding/json's serialization of its json.Number value.
+// The fingerprint follows: the default one of the exact form for a body
+// that has one, of the bytes otherwise.
 func FuzzCanonicalJSON(f *testing.F) {
 	for _, seed := range []string{
 		`{"numbers":[333333333.33333329,1E30,4.50,2e-3,0.000000000000000000000000001],"string":"\u20ac$\u000F\u000aA'\u0042\u0022\u005c\\\"\/","literals":[null,true,false]}`,
@@ -186,6 +194,8 @@ func FuzzCanonicalJSON(f *testing.F) {
 		`{"b":2e0,"a":10E-1}`, ` [ -0, 1e21, 1e-7, 0.000001, 9007199254740993, 5e-324 ] `,
 		`{"a":1,"a":2}`, `{"a":{"a":1},"b":{"a":1}}`, `"\ud800"`, `"\ude00x"`, "\"\xff\"", `1e400`, `-1e-400`,
 		`"\\ud800"`, `[]`, `{}`, `""`, `null`, `{"a":[{"c":3,"b":2}],"":0}`, `01`, `[1,]`, "",
+		`{"id":12345678901234567,"amount":0.10000000000000000001}`, `[0.1,0.10,1e-1,100e-3]`,
+		`[1e999999999999999999,-0.05e-99999999999999999999999,1e0000000000000000000000000000007,0e99999999999999999999]`,
 	} {
 		f.Add(seed)
 	}
@@ -193,6 +203,23 @@ func FuzzCanonicalJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body string) {
 		in := []byte(body)
 		c, err := idem.CanonicalJSON(in)
+		e, errExact := idem.CanonicalJSONExact(in)
+		// The exact form refuses what RFC 8785 refuses, but for a number
+		// (after which the text may still be bad).
+		rangeOnly := err != nil && strings.Contains(err.Error(), "beyond the range of a float64")
+		if (errExact != nil && err == nil) || (errExact == nil && err != nil && !rangeOnly) {
+			t.Fatalf("%q: CanonicalJSON: %v; CanonicalJSONExact: %v", body, err, errExact)
+		}
+		if errExact != nil {
+			if !errors.Is(errExact, idem.ErrInvalidJSON) {
+				t.Fatalf("CanonicalJSONExact(%q): %v does not wrap ErrInvalidJSON", body, errExact)
+			}
+			if CanonicalJSONFingerprint(r, "/orders", in) != DefaultFingerprint(r, "/orders", in) {
+				t.Fatalf("body %q without a canonical form is not fingerprinted byte for byte", body)
+			}
+		} else {
+			checkExact(t, r, in, e, c)
+		}
 		valid := json.Valid(in)
 		if err != nil {
 			if !errors.Is(err, idem.ErrInvalidJSON) {
@@ -200,9 +227,6 @@ func FuzzCanonicalJSON(f *testing.F) {
 			}
 			if valid && !refusedByRFC8785(in) {
 				t.Fatalf("CanonicalJSON(%q): %v; encoding/json accepts it and no rule of RFC 8785 refuses it", body, err)
-			}
-			if CanonicalJSONFingerprint(r, "/orders", in) != DefaultFingerprint(r, "/orders", in) {
-				t.Fatalf("body %q without a canonical form is not fingerprinted byte for byte", body)
 			}
 			return
 		}
@@ -226,13 +250,131 @@ func FuzzCanonicalJSON(f *testing.F) {
 		if mc, err := idem.CanonicalJSON(m); err != nil || !bytes.Equal(mc, c) {
 			t.Fatalf("%q and %s, encoding/json's serialization of its value, canonicalize to %s and %s (%v)", body, m, c, mc, err)
 		}
-		if CanonicalJSONFingerprint(r, "/orders", in) != CanonicalJSONFingerprint(r, "/orders", m) {
-			t.Fatalf("%q and %s, one value, fingerprint differently", body, m)
-		}
-		if CanonicalJSONFingerprint(r, "/orders", in) != DefaultFingerprint(r, "/orders", c) {
-			t.Fatalf("the canonical fingerprint of %q is not the default one of %s", body, c)
-		}
 	})
+}
+
+// checkExact checks the exact form e of in (and c, in's RFC 8785 form, or
+// nil when it has none) as FuzzCanonicalJSON says.
+func checkExact(t *testing.T, r *http.Request, in, e, c []byte) {
+	t.Helper()
+	if !json.Valid(in) {
+		t.Fatalf("CanonicalJSONExact(%q) = %s, but encoding/json refuses it", in, e)
+	}
+	if again, err := idem.CanonicalJSONExact(e); err != nil || !bytes.Equal(again, e) {
+		t.Fatalf("CanonicalJSONExact(%q) = %s, whose exact form is %s, %v", in, e, again, err)
+	}
+	v := decodeNumbers(t, in)
+	if ev := decodeNumbers(t, e); !sameValue(v, ev) {
+		t.Fatalf("%q and its exact form %s decode to other values: %#v, %#v", in, e, v, ev)
+	}
+	if c != nil {
+		ce, err := idem.CanonicalJSONExact(c)
+		if err != nil || !bytes.Equal(ce, c) {
+			t.Fatalf("the RFC 8785 form %s is not its own exact form: %s, %v", c, ce, err)
+		}
+		if same := sameValue(v, decodeNumbers(t, c)); same != bytes.Equal(ce, e) {
+			t.Fatalf("%q and its RFC 8785 form %s: equal values exactly = %v, but exact forms %s and %s", in, c, same, e, ce)
+		}
+	}
+	m, err := json.Marshal(v)
+	if err != nil {
+		t.Fatalf("json.Marshal(%#v): %v", v, err)
+	}
+	if me, err := idem.CanonicalJSONExact(m); err != nil || !bytes.Equal(me, e) {
+		t.Fatalf("%q and %s, encoding/json's serialization of its value, have the exact forms %s and %s (%v)", in, m, e, me, err)
+	}
+	if CanonicalJSONFingerprint(r, "/orders", in) != CanonicalJSONFingerprint(r, "/orders", m) {
+		t.Fatalf("%q and %s, one value, fingerprint differently", in, m)
+	}
+	if CanonicalJSONFingerprint(r, "/orders", in) != DefaultFingerprint(r, "/orders", e) {
+		t.Fatalf("the canonical fingerprint of %q is not the default one of %s", in, e)
+	}
+}
+
+// decodeNumbers decodes the JSON text b with numbers as json.Number.
+func decodeNumbers(t *testing.T, b []byte) any {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatalf("%q: %v", b, err)
+	}
+	return v
+}
+
+// sameValue reports whether two values decoded by decodeNumbers are equal,
+// their numbers compared by exact value (sameNumber).
+func sameValue(a, b any) bool {
+	switch a := a.(type) {
+	case map[string]any:
+		b, ok := b.(map[string]any)
+		if !ok || len(a) != len(b) {
+			return false
+		}
+		for k, av := range a {
+			if bv, ok := b[k]; !ok || !sameValue(av, bv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		b, ok := b.([]any)
+		if !ok || len(a) != len(b) {
+			return false
+		}
+		for i := range a {
+			if !sameValue(a[i], b[i]) {
+				return false
+			}
+		}
+		return true
+	case json.Number:
+		b, ok := b.(json.Number)
+		return ok && sameNumber(string(a), string(b))
+	default:
+		return a == b
+	}
+}
+
+// sameNumber reports whether the JSON numbers a and b have one exact value:
+// each is a mantissa (a big.Rat, from the digits before any exponent) times
+// ten to its exponent (a big.Int, of any size), and the two are compared
+// at the smaller exponent, unless the exponents are so far apart that the
+// mantissas (between 10^-n and 10^n for n digits) cannot make up for it.
+func sameNumber(a, b string) bool {
+	ma, xa := splitNumber(a)
+	mb, xb := splitNumber(b)
+	if ma.Sign() == 0 || mb.Sign() == 0 {
+		return ma.Sign() == mb.Sign()
+	}
+	d := new(big.Int).Sub(xa, xb)
+	if d.CmpAbs(big.NewInt(int64(len(a)+len(b)))) > 0 {
+		return false
+	}
+	scale := new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), new(big.Int).Abs(d), nil))
+	if d.Sign() > 0 {
+		ma.Mul(ma, scale)
+	} else {
+		mb.Mul(mb, scale)
+	}
+	return ma.Cmp(mb) == 0
+}
+
+// splitNumber splits the JSON number s into its mantissa and exponent.
+func splitNumber(s string) (*big.Rat, *big.Int) {
+	mantissa, exp, _ := strings.Cut(strings.ToLower(s), "e")
+	m, ok := new(big.Rat).SetString(mantissa)
+	if !ok {
+		panic("not a JSON number: " + s)
+	}
+	x := new(big.Int)
+	if exp != "" {
+		if _, ok := x.SetString(strings.TrimPrefix(exp, "+"), 10); !ok {
+			panic("not a JSON number: " + s)
+		}
+	}
+	return m, x
 }
 
 // refusedByRFC8785 reports whether JSON that encoding/json accepts breaks

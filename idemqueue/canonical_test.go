@@ -44,7 +44,29 @@ func TestCanonicalJSONFingerprint(t *testing.T) {
 			}
 		})
 	}
-	for _, data := range []string{"", "plain text", `{"a":1,"a":2}`, `{"a":1}`} {
+	for _, tc := range []struct {
+		a, b string
+		same bool
+	}{
+		{`{"a":1,"b":2}`, `{"b":2,"a":1.0}`, true},
+		{`{"a":1,"b":2}`, `{"b":2e0,"a":10E-1}`, true},
+		{`{"total":0.1}`, `{"total":0.10}`, true},
+		{`{"total":0.1}`, `{"total":1e-1}`, true},
+		{`[-0]`, `[0]`, true},
+		// Values that differ only past float64 precision, which RFC 8785
+		// equates: a consumer reads them exactly, so they are other messages.
+		{`{"amount":9007199254740993}`, `{"amount":9007199254740992}`, false},
+		{`{"id":12345678901234567}`, `{"id":12345678901234568}`, false},
+		{`{"total":0.10000000000000000001}`, `{"total":0.1}`, false},
+		{`{"x":1e-400}`, `{"x":0}`, false},
+	} {
+		a := idemqueue.CanonicalJSONFingerprint(msg("q", "id", tc.a))
+		b := idemqueue.CanonicalJSONFingerprint(msg("q", "id", tc.b))
+		if (a == b) != tc.same {
+			t.Errorf("data %s and %s: fingerprints equal = %v, want %v", tc.a, tc.b, a == b, tc.same)
+		}
+	}
+	for _, data := range []string{"", "plain text", `{"a":1,"a":2}`, `{"a":1}`, `{"id":9007199254740993}`} {
 		m := msg("q", "id", data)
 		if idemqueue.CanonicalJSONFingerprint(m) != idemqueue.DefaultFingerprint(m) {
 			t.Errorf("data %q: the canonical fingerprint is not the default one", data)

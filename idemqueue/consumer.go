@@ -140,15 +140,18 @@ func DefaultFingerprint(m Message) idem.Fingerprint {
 // producer may publish a message again under the same id with the data
 // serialized anew (an outbox relay that re-reads the payload from a jsonb
 // column, a retried publish that marshals again): it is DefaultFingerprint
-// with the data in its RFC 8785 canonical form (idem.CanonicalJSON), so
-// another property order, whitespace or number form is the same message,
-// and another value is still a mismatch. Data with no canonical form (not
-// JSON, or JSON that RFC 8785 refuses) is hashed byte for byte, as
-// DefaultFingerprint hashes it, and never fingerprints like JSON data. A
-// broker's redelivery carries the same bytes, so this is needed only for
-// republished messages; it costs a parse of the data.
+// with the data in its canonical form (idem.CanonicalJSONExact: RFC 8785's
+// form with every number written as its exact decimal value), so another
+// property order, whitespace or number form is the same message, and
+// another value is still a mismatch, even one that differs only past
+// float64 precision (a 64-bit id, a long decimal). Data with no canonical
+// form (not JSON, or JSON with a repeated name, invalid UTF-8 or an
+// escaped lone surrogate) is hashed byte for byte, as DefaultFingerprint
+// hashes it, and never fingerprints like JSON data. A broker's redelivery
+// carries the same bytes, so this is needed only for republished
+// messages; it costs a parse of the data.
 func CanonicalJSONFingerprint(m Message) idem.Fingerprint {
-	if canonical, err := idem.CanonicalJSON(m.Data); err == nil {
+	if canonical, err := idem.CanonicalJSONExact(m.Data); err == nil {
 		m.Data = canonical
 	}
 	return DefaultFingerprint(m)
