@@ -12,7 +12,7 @@ import (
 	"github.com/idemkit/idem/idemqueue"
 )
 
-// FetchBatch fetches up to max messages from b's consumer cons (one pull
+// FetchBatch fetches up to size messages from b's consumer cons (one pull
 // request, waiting at most wait for them to arrive, and no longer than ctx
 // allows), processes them as one batch with c and h (idemqueue's
 // HandleBatch: one transaction, one decision per message), and settles
@@ -26,14 +26,14 @@ import (
 //		}
 //	}
 //
-// Keep max × the handler's time per message well inside the consumer's
+// Keep size × the handler's time per message well inside the consumer's
 // AckWait (the Binding reports every message in progress while the batch
-// works, so a slow batch is not delivered again), and max at most
+// works, so a slow batch is not delivered again), and size at most
 // idem.MaxBatch. The error is the fetch's (messages fetched before it are
 // processed all the same) or joins the settle errors.
-func FetchBatch[TTx any](ctx context.Context, b *Binding, cons jetstream.Consumer, c *idemqueue.Consumer[TTx], max int, wait time.Duration, h idemqueue.BatchHandler[TTx], report Report) (int, error) {
-	if max < 1 || max > idem.MaxBatch {
-		return 0, fmt.Errorf("%w: idemnats: batch of %d messages; want 1 to %d", idem.ErrInvalidConfig, max, idem.MaxBatch)
+func FetchBatch[TTx any](ctx context.Context, b *Binding, cons jetstream.Consumer, c *idemqueue.Consumer[TTx], size int, wait time.Duration, h idemqueue.BatchHandler[TTx], report Report) (int, error) {
+	if size < 1 || size > idem.MaxBatch {
+		return 0, fmt.Errorf("%w: idemnats: batch of %d messages; want 1 to %d", idem.ErrInvalidConfig, size, idem.MaxBatch)
 	}
 	if wait <= 0 {
 		return 0, fmt.Errorf("%w: idemnats: fetch wait %v is not positive", idem.ErrInvalidConfig, wait)
@@ -44,7 +44,7 @@ func FetchBatch[TTx any](ctx context.Context, b *Binding, cons jetstream.Consume
 			return 0, ctx.Err()
 		}
 	}
-	batch, err := cons.Fetch(max, jetstream.FetchMaxWait(wait))
+	batch, err := cons.Fetch(size, jetstream.FetchMaxWait(wait))
 	if err != nil {
 		return 0, fmt.Errorf("idemnats: fetch from %s: %w", b.consumer, err)
 	}
@@ -52,7 +52,7 @@ func FetchBatch[TTx any](ctx context.Context, b *Binding, cons jetstream.Consume
 	for msg := range batch.Messages() {
 		msgs = append(msgs, msg)
 	}
-	// Fewer than max messages within wait is no error.
+	// Fewer than size messages within wait is no error.
 	fetchErr := batch.Error()
 	if fetchErr != nil {
 		fetchErr = fmt.Errorf("idemnats: fetch from %s: %w", b.consumer, fetchErr)
