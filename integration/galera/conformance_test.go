@@ -52,6 +52,9 @@ var onOneNode = map[string]string{
 	"DeadlockRetried":              "a deadlock needs both transactions' row locks on one node; across nodes the same conflict is a certification failure (TestCertification)",
 	"DeadlockSwallowedInFunction":  "a deadlock needs both transactions' row locks on one node; across nodes the same conflict is a certification failure (TestCertification)",
 	"MigrateConcurrently":          "GET_LOCK serializes concurrent migrations",
+	"BatchLoserWaitsThenReplays":   "a batch waits on the holder's row lock",
+	"BatchWaitBound":               "a batch waits on the holder's row lock, bounded",
+	"BatchWaitBoundOnlyForClaim":   "the function's statement waits on a row lock held elsewhere",
 }
 
 // claimBehindCase claims in a transaction that read before another
