@@ -21,6 +21,7 @@ type report struct {
 	scale   []*scaleResult
 	purges  []*purgeResult
 	writes  []*writesResult
+	batches []*batchResult
 	notes   []string // what was skipped, and the checks of the storms
 }
 
@@ -220,6 +221,7 @@ func (r *report) write(w io.Writer) {
 
 	r.writeTargets(w, all)
 	r.writeExcluded(w)
+	writeBatches(w, r.batches, r.opts)
 	r.writeWrites(w)
 	r.writeScale(w)
 	r.writePurges(w)
