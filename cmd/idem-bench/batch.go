@@ -173,7 +173,8 @@ func batchTest(ctx context.Context, o options, t *target, runID string) (*batchR
 			w := res.ways[i]
 			c := cellOf(w, r)
 			res.cells[i] = append(res.cells[i], c)
-			logf("%-14s batch round %d %-15s %8.0f keys/s err %d", t.name, r, w, c.throughput()*float64(w.size), c.errors)
+			logf("%-14s batch round %d %-15s %8.0f keys/s, %.2f round trips and %.2f statements a key, err %d", t.name, r, w,
+				c.throughput()*float64(w.size), perOp(c.wire.roundTrips, c.ops*int64(w.size)), perOp(c.wire.statements, c.ops*int64(w.size)), c.errors)
 			if c.firstErr != nil {
 				logf("  first error: %v", c.firstErr)
 			}
