@@ -10,9 +10,10 @@
 // request (decoded from its own sockets), CPU per request of the client and
 // the database container, ratios to the yardsticks, claims on tables of up
 // to 10 M records, claims during a purge, writes per request, lease mode
-// and queue consumers. The README's Performance section shows how the reports in
-// docs/bench were made; docs/bench/alternatives.md records the
-// measurements it once made.
+// and queue consumers, and (-batch) the cost of a key one at a time (the
+// seed's SQL, Do) and in batches of N (DoBatch). The README's Performance
+// section shows how the reports in docs/bench were made;
+// docs/bench/alternatives.md records the measurements it once made.
 //
 // The servers are containers it starts with testcontainers-go (images from
 // IDEM_POSTGRES_IMAGE and IDEM_MYSQL_IMAGE) and removes at the end, or the
@@ -45,7 +46,7 @@ import (
 // options are the flags' values (see their usage in main).
 type options struct {
 	backends, purgeOn, scaleOn                                                                 []string
-	clients                                                                                    []int
+	clients, batch                                                                             []int
 	paths                                                                                      []path
 	duration, warmup, purgeWindow, purgeLimit, scaleWindow, scaleLimit, netRTT, timeout        time.Duration
 	rounds, purgeRows, purgeConc, purgeRepeat, scaleConc, storm, stormRacers, queue, queueConc int
@@ -105,6 +106,12 @@ func main() {
 	flag.DurationVar(&o.scaleLimit, "scale-timeout", 45*time.Minute, "longest one bulk load may run (claims are then measured on what was loaded)")
 	flag.IntVar(&o.storm, "storm", 0, "keys of the takeover storm: claimed in lease mode by holders that die, then retried at once (0: skip)")
 	flag.IntVar(&o.stormRacers, "storm-clients", 2, "clients retrying each key of the takeover storm")
+	listVar(&o.batch, "batch", "", "batch sizes of the per-key comparison, e.g. 1,10,100: one client sends new keys with the seed's SQL, Do, and DoBatch at each size (empty: skip)", func(s string) (int, error) {
+		if n, err := strconv.Atoi(s); err == nil && n >= 1 && n <= idem.MaxBatch {
+			return n, nil
+		}
+		return 0, fmt.Errorf("bad batch size %q (1 to %d)", s, idem.MaxBatch)
+	})
 	flag.IntVar(&o.queue, "queue", 0, "messages the queue test publishes to NATS JetStream (IDEM_NATS_URL, or a container of IDEM_NATS_IMAGE) and consumes, bare and through idemqueue (0: skip)")
 	flag.IntVar(&o.queueConc, "queue-clients", 8, "subscriptions consuming the queue test's messages")
 	flag.DurationVar(&o.netRTT, "net-rtt", time.Millisecond, "round trip the +delay backends' proxy makes: it measures SELECT 1 through itself and sets its delay each way to reach this")
@@ -223,7 +230,13 @@ func run(ctx context.Context, o options) (err error) {
 	}
 	runID := strconv.FormatInt(time.Now().UnixNano()%(1<<40), 36)
 	for _, t := range targets {
-		if terr := errors.Join(benchTarget(ctx, o, t, runID, rep), stormAndQueue(ctx, o, t, srv, runID, rep)); terr != nil {
+		terr := errors.Join(benchTarget(ctx, o, t, runID, rep), stormAndQueue(ctx, o, t, srv, runID, rep))
+		if len(o.batch) > 0 && ctx.Err() == nil {
+			b, berr := batchTest(ctx, o, t, runID)
+			rep.batches = append(rep.batches, b)
+			terr = errors.Join(terr, berr)
+		}
+		if terr != nil {
 			// Keep what was measured: report it, and the failure.
 			terr = fmt.Errorf("%s: %w", t.name, terr)
 			logf("%v", terr)
@@ -244,7 +257,7 @@ func run(ctx context.Context, o options) (err error) {
 		w = io.MultiWriter(os.Stdout, f)
 	}
 	rep.write(w)
-	if len(rep.excluded()) > 0 && !o.allowErrors {
+	if (len(rep.excluded()) > 0 || batchesFailed(rep.batches)) && !o.allowErrors {
 		err = errors.Join(err, errExcluded)
 	}
 	return errors.Join(err, ctx.Err())

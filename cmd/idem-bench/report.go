@@ -21,6 +21,7 @@ type report struct {
 	scale   []*scaleResult
 	purges  []*purgeResult
 	writes  []*writesResult
+	batches []*batchResult
 	notes   []string // what was skipped, and the checks of the storms
 }
 
@@ -176,7 +177,22 @@ func (r *report) write(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	all := r.summaries()
+	if len(all) > 0 {
+		r.writePaths(w, all)
+	}
+	r.writeExcluded(w)
+	writeBatches(w, r.batches, r.opts)
+	r.writeWrites(w)
+	r.writeScale(w)
+	r.writePurges(w)
+	if len(r.notes) > 0 {
+		fmt.Fprintf(w, "### Notes\n\n- %s\n\n", strings.Join(r.notes, "\n- "))
+	}
+}
 
+// writePaths prints the paths measured, their throughput and latency, and
+// their ratios against the targets.
+func (r *report) writePaths(w io.Writer, all []*summary) {
 	fmt.Fprintf(w, "### Paths\n\n")
 	for _, d := range pathDefs {
 		if slices.ContainsFunc(all, func(s *summary) bool { return s.path == d.name }) {
@@ -219,13 +235,6 @@ func (r *report) write(w io.Writer) {
 	fmt.Fprintln(w)
 
 	r.writeTargets(w, all)
-	r.writeExcluded(w)
-	r.writeWrites(w)
-	r.writeScale(w)
-	r.writePurges(w)
-	if len(r.notes) > 0 {
-		fmt.Fprintf(w, "### Notes\n\n- %s\n\n", strings.Join(r.notes, "\n- "))
-	}
 }
 
 func outcomes(s *summary) string {

@@ -87,7 +87,7 @@ func newMySQLTarget(dsn, params, prefix string, conns int, via *delayProxy) (*ta
 		inline: true, duplicate: duplicate}.add(t)
 	drv, err := mysql.New(ctx, db, mysql.Options{})
 	if err == nil {
-		err = storeOps(t, drv, insert)
+		err = storeOps(t, drv, insert, sqlInsertMany(t.orders, false))
 	}
 	if err != nil {
 		t.close()

@@ -87,13 +87,17 @@ func newPgxTarget(dsn, prefix string, conns int, via *delayProxy) (*target, erro
 		_, err := tx.Exec(ctx, insertSQL, customer, itemID)
 		return err
 	}
+	insertMany := func(ctx context.Context, tx pgx.Tx, rows int) error {
+		_, err := tx.Exec(ctx, ordersInsertSQL(t.orders, rows, true), ordersArgs(rows)...)
+		return err
+	}
 	drv, err := postgres.New(ctx, pool, postgres.Options{})
 	if err == nil {
 		// An application's pgx transaction sends BEGIN, each statement and
 		// COMMIT alone, as a transaction of idem's driver does for the
 		// user's write: one begin serves the bare write too.
 		yardsticks[pgx.Tx]{plain: driverBegin(drv), idem: driverBegin(drv), write: insert, sql: newSeedSQL("postgres", t.keys)}.add(t)
-		err = storeOps(t, drv, insert)
+		err = storeOps(t, drv, insert, insertMany)
 	}
 	if err != nil {
 		t.close()
@@ -130,7 +134,7 @@ func newPgSQLTarget(dsn, prefix string, conns int, via *delayProxy, lazy bool) (
 	yardsticks[*sql.Tx]{plain: sqlBegin(db), idem: sqlBegin(db), write: insert, sql: newSeedSQL("postgres", t.keys)}.add(t)
 	drv, err := postgres.NewSQL(ctx, db, postgres.Options{})
 	if err == nil {
-		err = storeOps(t, drv, insert)
+		err = storeOps(t, drv, insert, sqlInsertMany(t.orders, true))
 	}
 	if err != nil {
 		t.close()

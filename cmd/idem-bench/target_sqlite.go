@@ -58,7 +58,7 @@ func newSQLiteTarget(dir string, conns int) (*target, error) {
 		// idem's driver keeps the floor's and the seed's statements
 		// prepared, as it keeps its own.
 		yardsticks[*sql.Tx]{plain: sqlBegin(db), idem: driverBegin(drv), write: insert, sql: newSeedSQL("sqlite", t.keys)}.add(t)
-		err = storeOps(t, drv, insert)
+		err = storeOps(t, drv, insert, sqlInsertMany(t.orders, false))
 	}
 	if err != nil {
 		t.close()

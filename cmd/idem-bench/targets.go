@@ -38,6 +38,8 @@ type target struct {
 	// handles a delivery through idemqueue with the order's insert.
 	storm   func(ctx context.Context, ks keySpace, n int) (op, []atomic.Int32, error)
 	consume func(ctx context.Context, d idemqueue.Delivery) (idem.Outcome, error)
+	// batch runs Store.DoBatch with the orders' multi-row insert.
+	batch batchScheme
 	// purge runs Store.Purge with Config.PurgeDutyCycle set to duty.
 	purge func(ctx context.Context, duty float64) (idem.PurgeResult, error)
 	// settle lets the database finish the background work a bulk load
@@ -109,8 +111,10 @@ func doOn[TTx any](store *idem.Store[TTx], insert func(ctx context.Context, tx T
 }
 
 // storeOps adds the idem schemes of a target on a driver of any
-// transaction type; insert is the user's write in that type.
-func storeOps[TTx any](t *target, drv dialect.Driver[TTx], insert func(ctx context.Context, tx TTx) error) error {
+// transaction type; insert is the user's write in that type, insertMany
+// the same write of rows orders in one statement.
+func storeOps[TTx any](t *target, drv dialect.Driver[TTx], insert func(ctx context.Context, tx TTx) error,
+	insertMany func(ctx context.Context, tx TTx, rows int) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	store, err := idem.New(drv, idem.Config{Table: t.keys})
@@ -130,6 +134,7 @@ func storeOps[TTx any](t *target, drv dialect.Driver[TTx], insert func(ctx conte
 	}
 	t.schemes[schemeIdem], t.schemes[schemeReadFirst], t.schemes[schemeClaimOnly] = doOn(store, insert), doOn(readFirst, insert), doOn(claimOnly, insert)
 	t.schemes[schemeIdemCall], t.consume = doOn(store, withCall(insert, providerDelay)), queueOn(store, insert)
+	t.batch = batchOn(store, insertMany)
 	if _, ok := drv.Dialect().(dialect.Leaser); ok {
 		t.schemes[schemeLease], t.schemes[schemeLeaseCall] = leaseOn(store, insert, 0), leaseOn(store, insert, providerDelay)
 		t.storm = stormOn(drv, t.keys, insert)
