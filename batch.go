@@ -57,14 +57,16 @@ type BatchFunc[TTx any] func(ctx context.Context, tx TTx, won []Request) ([]Resp
 //     is a client error (4xx) each won Result carries it with NotStored
 //     set, else DoBatch returns an error matching ErrTxAborted.
 //
-// A claim waits at most Config.WaitBound for transactions holding its keys,
-// the batch as a whole. When the bound runs out the transaction rolls back
+// A claim waits at most Config.WaitBound for each transaction holding one
+// of its keys. When a wait runs out the transaction rolls back
 // and each key is answered from its committed record, as Do answers after
 // its wait: Replay, Mismatch, or InFlight for a pending record. The keys
 // that have no committed record (held by a claim not committed yet, or
 // free) are claimed once more in a new transaction; those that wait out
 // that bound too are InFlight (Busy where writers take the whole database).
-// So a batch waits at most twice WaitBound.
+// WaitBound bounds each lock wait, so a batch that meets one holder waits
+// about twice WaitBound, more when holders of several of its keys come and
+// go.
 //
 // Retryable errors (ErrSerialization, ErrDeadlock, ErrUnavailable) retry
 // the batch's transaction up to Config.MaxAttempts times, as in Do, and

@@ -33,12 +33,13 @@ type BatchHandler[TTx any] func(ctx context.Context, tx TTx, ms []Message) (resu
 // key, Retry after InFlightDelay for one whose key another consumer holds
 // (ProcessBatch does not wait for it, as Handle does for one delivery).
 //
-// A batch fails as a whole or not at all: when h returns an error or
-// panics, or the database fails the batch's transaction, nothing of it is
-// committed, and ProcessBatch processes each of its messages again on its
-// own (Process, with h called on one message), so one poison message is
-// rejected or retried alone while the others go through. When ctx ends,
-// every message not decided yet is retried at once.
+// A batch fails as a whole or not at all. When h returns an error or
+// panics, nothing of it is committed, and ProcessBatch processes each of
+// its messages again on its own (Process, with h called on one message),
+// so one poison message is rejected or retried alone while the others go
+// through. When the database fails the batch's transaction, every message
+// is retried after RetryDelay (a redelivery of one whose COMMIT's outcome
+// was unknown finds its record); when ctx ends, at once.
 //
 // Messages with the same key in one call: the first is processed and the
 // others are retried after InFlightDelay (ErrInFlight), so a redelivery
@@ -64,7 +65,7 @@ func (c *Consumer[TTx]) processBatch(ctx context.Context, ms []Message, h BatchH
 	var (
 		reqs  []idem.Request
 		at    []int // at[j]: the index in ms of reqs[j]
-		index = make(map[string]int, len(ms))
+		index = make(map[batchKey]int, len(ms))
 	)
 	for i, m := range ms {
 		req, refused := c.request(ctx, m)
@@ -72,7 +73,7 @@ func (c *Consumer[TTx]) processBatch(ctx context.Context, ms []Message, h BatchH
 			out[i] = *refused
 			continue
 		}
-		if _, dup := index[req.Key]; dup {
+		if _, dup := index[batchKey{req.Scope, req.Key}]; dup {
 			out[i] = Decision{Action: Retry, Delay: c.cfg.InFlightDelay, Outcome: idem.InFlight,
 				Err: fmt.Errorf("%w: key %q in %q: the same message twice in one batch", ErrInFlight, req.Key, m.Queue)}
 			continue
@@ -88,20 +89,22 @@ func (c *Consumer[TTx]) processBatch(ctx context.Context, ms []Message, h BatchH
 				continue
 			}
 		}
-		index[req.Key] = len(reqs)
+		index[batchKey{req.Scope, req.Key}] = len(reqs)
 		reqs = append(reqs, req)
 		at = append(at, i)
 	}
 	if len(reqs) == 0 {
 		return
 	}
+	var herr error // the handler's, when it failed the batch
 	results, err := c.store.DoBatch(ctx, reqs, func(ctx context.Context, tx TTx, won []idem.Request) ([]idem.Response, error) {
 		wonMsgs := make([]Message, len(won))
 		for j, r := range won {
-			wonMsgs[j] = ms[at[index[r.Key]]]
+			wonMsgs[j] = ms[at[index[batchKey{r.Scope, r.Key}]]]
 		}
 		bodies, err := c.runBatch(ctx, tx, wonMsgs, h)
 		if err != nil {
+			herr = err
 			return nil, err
 		}
 		resps := make([]idem.Response, len(won))
@@ -114,13 +117,18 @@ func (c *Consumer[TTx]) processBatch(ctx context.Context, ms []Message, h BatchH
 		return resps, nil
 	})
 	switch {
-	case err != nil && ctx.Err() != nil:
+	case err != nil && (ctx.Err() != nil || herr == nil && !itemError(err)):
+		// The consumer is stopping, or the database failed the batch
+		// (nothing committed, or for ErrCommitUnknown perhaps all of it):
+		// every message is retried, and its redelivery finds its record
+		// or does its work. Processing each again now would meet the same
+		// database N times over.
 		for j, i := range at {
 			out[i] = c.failed(ctx, ms[i], reqs[j].Key, err)
 		}
 	case err != nil:
-		// Nothing of the batch committed, or (ErrCommitUnknown) all of it:
-		// each message on its own finds its record or does its work.
+		// The handler failed the batch, and nothing of it committed: each
+		// message on its own, so a poison one fails alone.
 		for _, i := range at {
 			out[i] = c.Process(ctx, ms[i], func(ctx context.Context, tx TTx, m Message) ([]byte, error) {
 				bodies, err := h(ctx, tx, []Message{m})
@@ -139,6 +147,18 @@ func (c *Consumer[TTx]) processBatch(ctx context.Context, ms []Message, h BatchH
 		}
 	}
 }
+
+// itemError reports whether err, failing a whole batch, may come from one
+// message alone: a result too large to store, or an invalid one. The
+// batch's messages are then processed one by one, so that it fails that
+// message only.
+func itemError(err error) bool {
+	return errors.Is(err, idem.ErrTooLarge) || errors.Is(err, idem.ErrInvalidResponse)
+}
+
+// batchKey is a request's scope and key: what tells a batch's requests
+// apart (the same id on two queues is two messages).
+type batchKey struct{ scope, key string }
 
 // runBatch runs h on ms, turning a panic into a *PanicError and checking
 // that it returned one result per message (or none).

@@ -334,3 +334,60 @@ func TestHandleBatch(t *testing.T) {
 		t.Errorf("handler calls %v; want one call with a and b", calls.calls)
 	}
 }
+
+// TestProcessBatchTwoQueues: the same id on two queues is two messages,
+// both processed in one batch.
+func TestProcessBatchTwoQueues(t *testing.T) {
+	o := newOrders(t, idem.Config{})
+	c := newConsumer(t, o, idemqueue.Config{})
+	calls := &batchCalls{}
+	ds := c.ProcessBatch(t.Context(), []idemqueue.Message{msg("q1", "m-1", "x"), msg("q2", "m-1", "x")}, o.handleBatch(calls))
+	if got := actions(ds); got != "ack/won ack/won" {
+		t.Errorf("decisions %s; want both acked as won", got)
+	}
+	if n := o.count(t); n != 2 {
+		t.Errorf("%d orders; want 2", n)
+	}
+}
+
+// TestProcessBatchStoreFailure: when the store fails the batch after the
+// handler ran (here the handler ended the transaction under it, so the
+// completion fails), every message is retried and none is processed again
+// on its own: the database would fail each of them too. A result too
+// large to store fails its own message only.
+func TestProcessBatchStoreFailure(t *testing.T) {
+	o := newOrders(t, idem.Config{})
+	c := newConsumer(t, o, idemqueue.Config{RetryDelay: func(int) time.Duration { return time.Millisecond }})
+	calls := &batchCalls{}
+	ended := func(ctx context.Context, tx *sql.Tx, ms []idemqueue.Message) ([][]byte, error) {
+		calls.add(ms)
+		return nil, tx.Rollback()
+	}
+	ds := c.ProcessBatch(t.Context(), []idemqueue.Message{msg("q", "a", "x"), msg("q", "b", "y")}, ended)
+	if got := actions(ds); got != "retry/none retry/none" {
+		t.Errorf("decisions %s; want both retried", got)
+	}
+	for _, call := range calls.calls {
+		if len(call) == 1 {
+			t.Errorf("handler calls %v: a message was processed again on its own after a store failure", calls.calls)
+			break
+		}
+	}
+
+	o = newOrders(t, idem.Config{MaxBody: 16})
+	c = newConsumer(t, o, idemqueue.Config{})
+	big := func(ctx context.Context, tx *sql.Tx, ms []idemqueue.Message) ([][]byte, error) {
+		out := make([][]byte, len(ms))
+		for i, m := range ms {
+			out[i] = []byte("ok")
+			if string(m.Data) == "big" {
+				out[i] = []byte(strings.Repeat("x", 100))
+			}
+		}
+		return out, nil
+	}
+	ds = c.ProcessBatch(t.Context(), []idemqueue.Message{msg("q", "a", "small"), msg("q", "b", "big")}, big)
+	if got := actions(ds); got != "ack/won reject/none" || !errors.Is(ds[1].Err, idem.ErrTooLarge) {
+		t.Errorf("decisions %s (%v); want the small one acked and the big one rejected as too large", got, ds[1].Err)
+	}
+}

@@ -31,7 +31,7 @@ import (
 
 // The procedure both stacks serve here: /cli.Orders/Create, taking and
 // returning a google.protobuf.Struct; with "fail" set it answers
-// InvalidArgument.
+// FailedPrecondition (an outcome, stored; InvalidArgument is not).
 const cliCreate = "/cli.Orders/Create"
 
 func cliCreateSchema(t *testing.T) protoreflect.MethodDescriptor {
@@ -89,7 +89,7 @@ func TestRPCRecords(t *testing.T) {
 	mux.Handle(cliCreate, connect.NewUnaryHandler(cliCreate,
 		func(_ context.Context, req *connect.Request[structpb.Struct]) (*connect.Response[structpb.Struct], error) {
 			if req.Msg.GetFields()["fail"].GetBoolValue() {
-				return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("amount is required"))
+				return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("insufficient funds"))
 			}
 			msg, err := structpb.NewStruct(map[string]any{"id": 7.0})
 			return connect.NewResponse(msg), err
@@ -124,7 +124,7 @@ func TestRPCRecords(t *testing.T) {
 				}
 				h := func(_ context.Context, req any) (any, error) {
 					if req.(*structpb.Struct).GetFields()["fail"].GetBoolValue() {
-						return nil, status.Error(codes.InvalidArgument, "amount is required")
+						return nil, status.Error(codes.FailedPrecondition, "insufficient funds")
 					}
 					return structpb.NewStruct(map[string]any{"id": 7.0})
 				}
@@ -160,9 +160,9 @@ func TestRPCRecords(t *testing.T) {
 		want       answer
 	}{
 		{idemconnect.Scope("t1", cliCreate), "connect-ok", answer{Protocol: "connect", Code: "OK"}},
-		{idemconnect.Scope("t1", cliCreate), "connect-err", answer{Protocol: "connect", Code: "InvalidArgument", Message: "amount is required"}},
+		{idemconnect.Scope("t1", cliCreate), "connect-err", answer{Protocol: "connect", Code: "FailedPrecondition", Message: "insufficient funds"}},
 		{idemgrpc.Scope("t1", cliCreate), "grpc-ok", answer{Protocol: "grpc", Code: "OK"}},
-		{idemgrpc.Scope("t1", cliCreate), "grpc-err", answer{Protocol: "grpc", Code: "InvalidArgument", Message: "amount is required"}},
+		{idemgrpc.Scope("t1", cliCreate), "grpc-err", answer{Protocol: "grpc", Code: "FailedPrecondition", Message: "insufficient funds"}},
 	} {
 		code, out, errText := idemRun(t, "inspect", "-dsn", path, "-scope", tc.scope, "-key", tc.key, "-json")
 		var rec struct {
