@@ -98,6 +98,7 @@ func (c *Consumer[TTx]) processBatch(ctx context.Context, ms []Message, h BatchH
 	}
 	var herr error // the handler's, when it failed the batch
 	results, err := c.store.DoBatch(ctx, reqs, func(ctx context.Context, tx TTx, won []idem.Request) ([]idem.Response, error) {
+		herr = nil // an earlier attempt's, which DoBatch retried
 		wonMsgs := make([]Message, len(won))
 		for j, r := range won {
 			wonMsgs[j] = ms[at[index[batchKey{r.Scope, r.Key}]]]

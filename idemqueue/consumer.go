@@ -288,6 +288,7 @@ func (c *Consumer[TTx]) process(ctx context.Context, m Message, h Handler[TTx]) 
 		res, err = c.store.Do(ctx, req, func(ctx context.Context, tx TTx) (idem.Response, error) {
 			// A panic becomes the function's error: Do rolls back as for
 			// any error, and nothing was committed.
+			herr = nil // an earlier attempt's, which Do retried
 			result, err := guarded(func() ([]byte, error) { return h(ctx, tx, m) })
 			if err != nil {
 				herr = err
@@ -295,7 +296,7 @@ func (c *Consumer[TTx]) process(ctx context.Context, m Message, h Handler[TTx]) 
 			}
 			return idem.Response{Status: idem.NoStatus, Body: result}, nil
 		})
-		if err == nil && herr != nil {
+		if err == nil && herr != nil && res.Outcome == idem.Won && !res.Committed {
 			// Do answers an error matching idem.ErrNotAnOutcome with the
 			// rolled-back response instead; for a queue it is an error
 			// like any other (Permanent rejects).

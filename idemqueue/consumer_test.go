@@ -656,3 +656,27 @@ func TestHandlerErrorMatchingNotAnOutcome(t *testing.T) {
 		t.Errorf("%d orders; want none committed", n)
 	}
 }
+
+// TestHandlerRetriedBySuccess: a handler that meets a retryable error on
+// its first attempt and succeeds on the second, inside one Process, is
+// acknowledged: the first attempt's error, which the store retried, does
+// not decide the message.
+func TestHandlerRetriedBySuccess(t *testing.T) {
+	o := newOrders(t, idem.Config{})
+	c := newConsumer(t, o, idemqueue.Config{})
+	attempts := 0
+	h := func(ctx context.Context, tx *sql.Tx, m idemqueue.Message) ([]byte, error) {
+		attempts++
+		if attempts == 1 {
+			return nil, fmt.Errorf("first attempt: %w", idem.ErrSerialization)
+		}
+		return o.handle(ctx, tx, m)
+	}
+	d := c.Process(t.Context(), msg("q", "m-1", "x"), h)
+	if d.Action != idemqueue.Ack || d.Outcome != idem.Won || attempts != 2 {
+		t.Errorf("decision %+v after %d attempts; want Ack, Won after 2", d, attempts)
+	}
+	if n := o.count(t); n != 1 {
+		t.Errorf("%d orders; want 1", n)
+	}
+}
