@@ -381,7 +381,10 @@ func (q *sequence) judge(t *rapid.T, r request, want string, pout, out outcome, 
 	// The handler did not run.
 	switch {
 	case r.Large:
-		if out.Status != v.tooLarge {
+		// A layer in front of idem may refuse the request itself (gzip
+		// meeting a body a binding layer drained): without idem the stack
+		// answers the same, and idem never saw it.
+		if out.Status != v.tooLarge && (want != "" || out.Status != pout.Status) {
 			t.Fatalf("WRONG: a body over the limit got %s, want %s", out, v.tooLarge)
 		}
 	case out.Replayed:
