@@ -235,6 +235,7 @@
 //	ErrTxAborted        25P02; COMMIT answered ROLLBACK -                       -
 //	ErrInvalidValue     22021, 22P05                   1366                     -
 //	ErrUnavailable      08xxx, 57P01-57P03, lost conn  1040, 1047, 1053, 1927   -
+//	                    25006 on a hot standby         1290 on a group member
 //	ErrCommitUnknown    40003 (CockroachDB); lost conn lost connection at COMMIT -
 //
 // # Proving it

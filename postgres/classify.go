@@ -34,7 +34,7 @@ const (
 
 // Classify maps SQLSTATE codes, pgx's closed-transaction error, a COMMIT
 // answered with ROLLBACK and lost or closed connections to the dialect
-// meanings.
+// meanings; a hot standby's refusal to write is ErrUnavailable (standby.go).
 func (*postgresDialect) Classify(err error) error {
 	if err == nil || dialect.IsClassified(err) {
 		return err
@@ -46,6 +46,10 @@ func (*postgresDialect) Classify(err error) error {
 		// The server rolled the COMMIT back: a statement had failed and
 		// aborted the transaction.
 		return dialect.Classified(dialect.ErrTxAborted, err)
+	}
+	var se *standbyError
+	if errors.As(err, &se) {
+		return dialect.Classified(dialect.ErrUnavailable, err)
 	}
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {

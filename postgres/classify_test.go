@@ -151,12 +151,27 @@ func TestClassifyClusterErrors(t *testing.T) {
 		{"57P01", "a primary shutting down for failover, a CockroachDB node draining", dialect.ErrUnavailable},
 		{"57P03", "a server starting up or in recovery", dialect.ErrUnavailable},
 		{"08006", "connection failure", dialect.ErrUnavailable},
-		{"25006", "a standby reached without target_session_attrs=read-write", dialect.ErrReadOnly},
+		{"25006", "a READ ONLY transaction, or a standby on a session idem cannot see", dialect.ErrReadOnly},
 	} {
 		pe := &pgconn.PgError{Code: tc.code}
 		if err := d.Classify(fmt.Errorf("wrapped: %w", pe)); !errors.Is(err, tc.want) {
 			t.Errorf("SQLSTATE %s (%s): %v, want %v", tc.code, tc.server, err, tc.want)
 		}
+	}
+	// A 25006 on a session whose server said in_hot_standby=on before or
+	// after the statement: not the primary, for now (standby.go).
+	pe := &pgconn.PgError{Code: readOnlyTransaction, Message: "cannot execute INSERT in a read-only transaction"}
+	err := d.Classify(fmt.Errorf("wrapped: %w", onStandby(nil, true, pe)))
+	if !errors.Is(err, dialect.ErrUnavailable) || errors.Is(err, dialect.ErrReadOnly) || !errors.Is(err, pe) ||
+		!strings.Contains(err.Error(), "hot standby") {
+		t.Errorf("a hot standby's 25006: %v, want ErrUnavailable (not ErrReadOnly) naming the standby, wrapping the server error", err)
+	}
+	uv := &pgconn.PgError{Code: uniqueViolation}
+	if err := onStandby(nil, true, uv); err != error(uv) {
+		t.Errorf("another error on a standby: %v, want it unchanged", err)
+	}
+	if err := onStandby(nil, false, pe); err != error(pe) {
+		t.Errorf("a 25006 on a session that never said it is a standby: %v, want it unchanged", err)
 	}
 	// Feature errors are not cured by a retry: Citus refusing a key without
 	// the distribution column, Aurora DSQL or CockroachDB refusing a

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/idemkit/idem/dialect"
@@ -124,7 +125,8 @@ func (t sqlTx) Exec(ctx context.Context, query string, args ...any) (int64, erro
 	if err := t.failed(); err != nil {
 		return 0, err
 	}
-	return t.SQLTx.Exec(ctx, query, args...)
+	n, err := t.SQLTx.Exec(ctx, query, args...)
+	return n, t.refused(false, err)
 }
 
 // Query runs a query of idem's in the transaction, unless a statement
@@ -133,7 +135,26 @@ func (t sqlTx) Query(ctx context.Context, query string, args ...any) (dialect.Ro
 	if err := t.failed(); err != nil {
 		return nil, err
 	}
-	return t.SQLTx.Query(ctx, query, args...)
+	rows, err := t.SQLTx.Query(ctx, query, args...)
+	return rows, t.refused(false, err)
+}
+
+// refused marks a hot standby's refusal to write (standby.go): was says
+// whether the server was a standby before the statement was sent; the
+// connection says whether it is one now. It reads the connection only
+// after a 25006, which is rare.
+func (t sqlTx) refused(was bool, err error) error {
+	if !readOnlyRefusal(err) {
+		return err
+	}
+	var conn *pgconn.PgConn
+	_ = onConn(t.Conn(), func(c *stdlib.Conn) error {
+		if !c.Conn().IsClosed() {
+			conn = c.Conn().PgConn()
+		}
+		return nil
+	})
+	return onStandby(conn, was, err)
 }
 
 // Pipeline sends stmts on the pgx connection under the transaction, in one
@@ -148,7 +169,8 @@ func (t sqlTx) Pipeline(ctx context.Context, stmts ...dialect.Statement) error {
 		if err := failed(c.Conn().PgConn()); err != nil {
 			return err
 		}
-		return sendBatch(ctx, c.Conn(), batchOf(stmts...))
+		was := inHotStandby(c.Conn().PgConn())
+		return onStandby(c.Conn().PgConn(), was, sendBatch(ctx, c.Conn(), batchOf(stmts...)))
 	})
 }
 

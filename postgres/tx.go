@@ -94,6 +94,12 @@ func (t *pgxTx) ready(ctx context.Context) (pgxQueryer, error) {
 }
 
 func (t *pgxTx) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	was := t.standby()
+	n, err := t.exec(ctx, query, args...)
+	return n, t.refused(was, err)
+}
+
+func (t *pgxTx) exec(ctx context.Context, query string, args ...any) (int64, error) {
 	if t.tx == nil && !t.done {
 		// The first statement (a purge batch's DELETE): send BEGIN with it.
 		var n int64
@@ -108,16 +114,40 @@ func (t *pgxTx) Exec(ctx context.Context, query string, args ...any) (int64, err
 }
 
 func (t *pgxTx) Query(ctx context.Context, query string, args ...any) (dialect.Rows, error) {
+	was := t.standby()
 	q, err := t.ready(ctx)
 	if err != nil {
-		return nil, err
+		return nil, t.refused(was, err)
 	}
-	return q.Query(ctx, query, args...)
+	rows, err := q.Query(ctx, query, args...)
+	return rows, t.refused(was, err)
 }
 
 // Pipeline sends stmts in one round trip, with BEGIN in front of them when
 // the transaction has not begun.
 func (t *pgxTx) Pipeline(ctx context.Context, stmts ...dialect.Statement) error {
+	was := t.standby()
+	return t.refused(was, t.pipeline(ctx, stmts...))
+}
+
+// standby reports whether the server of the transaction's connection last
+// said it is a hot standby.
+func (t *pgxTx) standby() bool {
+	return t.conn != nil && inHotStandby(t.conn.PgConn())
+}
+
+// refused marks a hot standby's refusal to write (standby.go): was is
+// standby() before the statement was sent. Once the transaction ended its
+// connection is back in the pool, another's: only was counts then.
+func (t *pgxTx) refused(was bool, err error) error {
+	var conn *pgconn.PgConn
+	if t.conn != nil {
+		conn = t.conn.PgConn()
+	}
+	return onStandby(conn, was, err)
+}
+
+func (t *pgxTx) pipeline(ctx context.Context, stmts ...dialect.Statement) error {
 	if t.done {
 		return errTxDone
 	}
