@@ -94,43 +94,41 @@ func (c callerTx) Exec(ctx context.Context, query string, args ...any) (int64, e
 	if err := c.failed(); err != nil {
 		return 0, err
 	}
-	was := c.standby()
 	n, err := c.pgxQueryer.Exec(ctx, query, args...)
-	return n, c.refused(was, err)
+	return n, c.refused(err)
 }
 
 func (c callerTx) Query(ctx context.Context, query string, args ...any) (dialect.Rows, error) {
 	if err := c.failed(); err != nil {
 		return nil, err
 	}
-	was := c.standby()
 	rows, err := c.pgxQueryer.Query(ctx, query, args...)
-	return rows, c.refused(was, err)
+	if err != nil {
+		return nil, c.refused(err)
+	}
+	return standbyRows{rows, c.refused}, nil
 }
 
 func (c callerTx) Pipeline(ctx context.Context, stmts ...dialect.Statement) error {
 	if err := c.failed(); err != nil {
 		return err
 	}
-	was := c.standby()
-	return c.refused(was, c.pgxQueryer.Pipeline(ctx, stmts...))
+	return c.refused(c.pgxQueryer.Pipeline(ctx, stmts...))
 }
 
-// pgConn is the connection under the caller's transaction, or nil.
-func (c callerTx) pgConn() *pgconn.PgConn {
-	if conn := c.tx.Conn(); conn != nil && !conn.IsClosed() {
-		return conn.PgConn()
+// refused marks a hot standby's refusal to write (standby.go). It reads the
+// session only after a 25006: the server has just answered, so the
+// connection is still the transaction's.
+func (c callerTx) refused(err error) error {
+	if !readOnlyRefusal(err) {
+		return err
 	}
-	return nil
+	var pc *pgconn.PgConn
+	if conn := c.tx.Conn(); conn != nil && !conn.IsClosed() {
+		pc = conn.PgConn()
+	}
+	return onStandby(pc, false, err)
 }
-
-// standby reports whether the transaction's server last said it is a hot
-// standby (standby.go).
-func (c callerTx) standby() bool { return inHotStandby(c.pgConn()) }
-
-// refused marks a hot standby's refusal to write; was is standby() before
-// the statement was sent.
-func (c callerTx) refused(was bool, err error) error { return onStandby(c.pgConn(), was, err) }
 
 // Begin starts a transaction at the asked isolation level (the configured
 // one by default). It takes a connection from the pool but sends no BEGIN

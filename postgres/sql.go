@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 
@@ -126,7 +127,7 @@ func (t sqlTx) Exec(ctx context.Context, query string, args ...any) (int64, erro
 		return 0, err
 	}
 	n, err := t.SQLTx.Exec(ctx, query, args...)
-	return n, t.refused(false, err)
+	return n, refusedOn(t.Conn(), err)
 }
 
 // Query runs a query of idem's in the transaction, unless a statement
@@ -136,25 +137,31 @@ func (t sqlTx) Query(ctx context.Context, query string, args ...any) (dialect.Ro
 		return nil, err
 	}
 	rows, err := t.SQLTx.Query(ctx, query, args...)
-	return rows, t.refused(false, err)
+	return rows, refusedOn(t.Conn(), err)
 }
 
-// refused marks a hot standby's refusal to write (standby.go): was says
-// whether the server was a standby before the statement was sent; the
-// connection says whether it is one now. It reads the connection only
+// refusedOn marks a hot standby's refusal to write (standby.go) on the
+// database/sql connection under a transaction. It reads the session only
 // after a 25006, which is rare.
-func (t sqlTx) refused(was bool, err error) error {
+func refusedOn(conn *sql.Conn, err error) error {
 	if !readOnlyRefusal(err) {
 		return err
 	}
-	var conn *pgconn.PgConn
-	_ = onConn(t.Conn(), func(c *stdlib.Conn) error {
-		if !c.Conn().IsClosed() {
-			conn = c.Conn().PgConn()
+	var pc *pgconn.PgConn
+	_ = conn.Raw(func(dc any) error {
+		var c *pgx.Conn
+		switch dc := dc.(type) {
+		case *stdlib.Conn:
+			c = dc.Conn()
+		case *holdConn:
+			c = dc.sc.Conn() // not dc.Conn(), which would send what is held
+		}
+		if c != nil && !c.IsClosed() {
+			pc = c.PgConn()
 		}
 		return nil
 	})
-	return onStandby(conn, was, err)
+	return onStandby(pc, false, err)
 }
 
 // Pipeline sends stmts on the pgx connection under the transaction, in one
@@ -193,6 +200,18 @@ func (t heldSQLTx) Pipeline(ctx context.Context, stmts ...dialect.Statement) err
 		}
 		return c.tx.Pipeline(ctx, stmts...)
 	})
+}
+
+// Exec runs a statement of idem's in the transaction.
+func (t heldSQLTx) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	n, err := t.SQLTx.Exec(ctx, query, args...)
+	return n, refusedOn(t.Conn(), err)
+}
+
+// Query runs a query of idem's in the transaction.
+func (t heldSQLTx) Query(ctx context.Context, query string, args ...any) (dialect.Rows, error) {
+	rows, err := t.SQLTx.Query(ctx, query, args...)
+	return rows, refusedOn(t.Conn(), err)
 }
 
 // DeferToCommit holds stmt for COMMIT; it declines before BEGIN was sent.

@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/idemkit/idem/dialect"
 )
 
 // A hot standby refuses every write with SQLSTATE 25006, the code a READ
@@ -23,7 +25,17 @@ import (
 // pgx Driver's and HoldBegin's transactions, the caller's pgx.Tx
 // (Store.Claim) and the database/sql transactions Do begins. On the
 // caller's *sql.Tx idem cannot see the connection, and a standby's 25006
-// stays ErrReadOnly.
+// stays ErrReadOnly. A transaction that began just before the promotion
+// ended stays read only while the session may already read
+// in_hot_standby off: where idem sends BEGIN with the statement (the pgx
+// Driver, HoldBegin) it also reads the parameter before sending, elsewhere
+// such a refusal, rarer than rare, stays ErrReadOnly.
+//
+// The pgx Driver closes a session a standby refused rather than give it
+// back to the pool: behind a router, a session left on a demoted server
+// (HAProxy without on-marked-down shutdown-sessions) would be refused
+// again by every later attempt, while a new one goes where the router
+// points now.
 
 // standbyError is a 25006 from a server in hot standby.
 type standbyError struct{ err error }
@@ -61,3 +73,13 @@ func readOnlyRefusal(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == readOnlyTransaction
 }
+
+// standbyRows marks a standby's refusal that a query reports while its
+// rows are read (pgx reports the server's error there, not from Query).
+type standbyRows struct {
+	dialect.Rows
+	mark func(error) error
+}
+
+func (r standbyRows) Err() error   { return r.mark(r.Rows.Err()) }
+func (r standbyRows) Close() error { return r.mark(r.Rows.Close()) }

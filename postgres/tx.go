@@ -40,6 +40,9 @@ type pgxTx struct {
 	done   bool
 	// pending is the completing statement, sent with COMMIT.
 	pending *dialect.Statement
+	// refusedByStandby: a hot standby refused a statement; the pool's
+	// connection is closed rather than released (standby.go).
+	refusedByStandby bool
 }
 
 var (
@@ -120,7 +123,10 @@ func (t *pgxTx) Query(ctx context.Context, query string, args ...any) (dialect.R
 		return nil, t.refused(was, err)
 	}
 	rows, err := q.Query(ctx, query, args...)
-	return rows, t.refused(was, err)
+	if err != nil {
+		return nil, t.refused(was, err)
+	}
+	return standbyRows{rows, func(err error) error { return t.refused(was, err) }}, nil
 }
 
 // Pipeline sends stmts in one round trip, with BEGIN in front of them when
@@ -138,13 +144,19 @@ func (t *pgxTx) standby() bool {
 
 // refused marks a hot standby's refusal to write (standby.go): was is
 // standby() before the statement was sent. Once the transaction ended its
-// connection is back in the pool, another's: only was counts then.
+// connection is back in the pool, another's: only was counts then. A
+// session a standby refused is closed when the transaction ends.
 func (t *pgxTx) refused(was bool, err error) error {
 	var conn *pgconn.PgConn
 	if t.conn != nil {
 		conn = t.conn.PgConn()
 	}
-	return onStandby(conn, was, err)
+	err = onStandby(conn, was, err)
+	var se *standbyError
+	if errors.As(err, &se) {
+		t.refusedByStandby = true
+	}
+	return err
 }
 
 func (t *pgxTx) pipeline(ctx context.Context, stmts ...dialect.Statement) error {
@@ -301,6 +313,13 @@ func (t *pgxTx) finish() {
 		t.native.Tx = closedTx
 	}
 	if t.release != nil {
+		if t.refusedByStandby && t.conn != nil {
+			// Not back to the pool: the next session goes where the
+			// router points now (standby.go).
+			ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
+			_ = t.conn.Close(ctx)
+			cancel()
+		}
 		t.release() // a pool closes a connection left inside a transaction
 		t.release = nil
 	}

@@ -38,6 +38,13 @@ func TestStandbyRefusalIsRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(primary.Close)
+	var version int
+	if err := primary.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if version < 140000 {
+		t.Skipf("PostgreSQL %d reports no in_hot_standby (14 and later do): a standby's refusal stays ErrReadOnly", version)
+	}
 	pd, err := postgres.New(ctx, primary, postgres.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -111,6 +118,18 @@ func TestStandbyRefusalIsRetried(t *testing.T) {
 			_, err := heldS.Do(ctx, req, sqlWork)
 			return err
 		}},
+		{"pgx Purge", func(ctx context.Context, _ idem.Request) error {
+			_, err := pgxStore.Purge(ctx)
+			return err
+		}},
+		{"database/sql Purge", func(ctx context.Context, _ idem.Request) error {
+			_, err := sqlS.Purge(ctx)
+			return err
+		}},
+		{"HoldBegin Purge", func(ctx context.Context, _ idem.Request) error {
+			_, err := heldS.Purge(ctx)
+			return err
+		}},
 		{"pgx Claim in the caller's transaction", func(ctx context.Context, req idem.Request) error {
 			tx, err := standby.Begin(ctx)
 			if err != nil {
@@ -136,6 +155,40 @@ func TestStandbyRefusalIsRetried(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("pgx session closed", func(t *testing.T) {
+		// A refused session is closed, not given back to the pool: behind
+		// a router the next one goes where it points now.
+		cfg, err := pgxpool.ParseConfig(r.Standby)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.MaxConns = 1
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pool.Close()
+		d, err := postgres.New(ctx, pool, postgres.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := idem.New(d, idem.Config{Table: table, MaxAttempts: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			before := pool.Stat().NewConnsCount()
+			key := fmt.Sprintf("standby-closed-%d", i)
+			if _, err := s.Do(ctx, request(key), work(key)); !errors.Is(err, idem.ErrUnavailable) {
+				t.Fatalf("call %d: %v, want ErrUnavailable", i, err)
+			}
+			// The refused session is closed: the next call dials anew.
+			if i > 0 && pool.Stat().NewConnsCount() == before {
+				t.Errorf("call %d ran on the session a standby had refused (%d sessions made in all)", i, before)
+			}
+		}
+	})
 
 	t.Run("promoted meanwhile", func(t *testing.T) {
 		// A client calls until done, as retryload's do; the standby is
