@@ -162,9 +162,9 @@ func TestClassifyClusterErrors(t *testing.T) {
 	// after the statement: not the primary, for now (standby.go).
 	pe := &pgconn.PgError{Code: readOnlyTransaction, Message: "cannot execute INSERT in a read-only transaction"}
 	err := d.Classify(fmt.Errorf("wrapped: %w", onStandby(nil, true, pe)))
-	if !errors.Is(err, dialect.ErrUnavailable) || errors.Is(err, dialect.ErrReadOnly) || !errors.Is(err, pe) ||
+	if !errors.Is(err, dialect.ErrUnavailable) || !errors.Is(err, ErrStandby) || errors.Is(err, dialect.ErrReadOnly) || !errors.Is(err, pe) ||
 		!strings.Contains(err.Error(), "hot standby") {
-		t.Errorf("a hot standby's 25006: %v, want ErrUnavailable (not ErrReadOnly) naming the standby, wrapping the server error", err)
+		t.Errorf("a hot standby's 25006: %v, want ErrUnavailable and ErrStandby (not ErrReadOnly) naming the standby, wrapping the server error", err)
 	}
 	uv := &pgconn.PgError{Code: uniqueViolation}
 	if err := onStandby(nil, true, uv); err != error(uv) {

@@ -37,6 +37,13 @@ import (
 // again by every later attempt, while a new one goes where the router
 // points now.
 
+// ErrStandby marks a write a hot standby refused (SQLSTATE 25006 on a
+// session whose server reports in_hot_standby): the session reached a
+// server that is not the primary, for now. Such an error also matches
+// idem.ErrUnavailable, which Do retries, and wraps the server's
+// *pgconn.PgError.
+var ErrStandby = errors.New("postgres: the server is a hot standby, not the primary")
+
 // standbyError is a 25006 from a server in hot standby.
 type standbyError struct{ err error }
 
@@ -44,7 +51,7 @@ func (e *standbyError) Error() string {
 	return e.err.Error() + " (the server is a hot standby, not the primary: in_hot_standby is on)"
 }
 
-func (e *standbyError) Unwrap() error { return e.err }
+func (e *standbyError) Unwrap() []error { return []error{e.err, ErrStandby} }
 
 // inHotStandby reports whether conn's server last said it is a standby.
 func inHotStandby(conn *pgconn.PgConn) bool {

@@ -75,11 +75,22 @@ type PatroniMember struct {
 	Lag   any    `json:"lag"`
 }
 
+// PatroniOptions say how a [PatroniCluster] behaves.
+type PatroniOptions struct {
+	// PromoteDelay, when positive, is how long a node that took the leader
+	// key waits before it promotes its PostgreSQL (Patroni's pre_promote).
+	// Patroni's GET /primary answers 200 from the moment the node holds
+	// the key, so HAProxy routes sessions to a server still in recovery
+	// for about this long, less its checks' rise: what a slow promotion
+	// does on a busy machine, every time.
+	PromoteDelay time.Duration
+}
+
 // StartPatroni starts a cluster for tb and removes it when tb ends. It
 // skips tb, or fails it when IDEM_REQUIRE names patroni, if the image
 // cannot be had; it fails tb if the cluster is not healthy within the
 // start bound.
-func StartPatroni(tb testing.TB) *PatroniCluster {
+func StartPatroni(tb testing.TB, opts PatroniOptions) *PatroniCluster {
 	tb.Helper()
 	image := os.Getenv(EnvPatroniImage)
 	if image == "" {
@@ -101,14 +112,14 @@ func StartPatroni(tb testing.TB) *PatroniCluster {
 			tb.Errorf("remove the Patroni cluster: %v", err)
 		}
 	})
-	if err := c.start(ctx, image); err != nil {
+	if err := c.start(ctx, image, opts); err != nil {
 		tb.Fatalf("start a Patroni cluster from %s (limit %s): %v", image, patroniStartTimeout, err)
 	}
 	tb.Logf("Patroni cluster of %d nodes from %s healthy in %.1fs", len(c.Nodes), image, time.Since(begin).Seconds())
 	return c
 }
 
-func (c *PatroniCluster) start(ctx context.Context, image string) error {
+func (c *PatroniCluster) start(ctx context.Context, image string, opts PatroniOptions) error {
 	nets, err := newNetworks(ctx, "patroni", "net")
 	if len(nets) > 0 {
 		c.nw = nets[0]
@@ -146,8 +157,11 @@ func (c *PatroniCluster) start(ctx context.Context, image string) error {
 		n := &PatroniNode{Name: name}
 		c.Nodes = append(c.Nodes, n)
 		wg.Go(func() {
-			n.ctr, errs[i] = run(name, map[string]string{"PATRONI_NAME": name, "PATRONI_PASSWORD": patroniPassword},
-				"patroni", []string{"5432/tcp", "8008/tcp"},
+			env := map[string]string{"PATRONI_NAME": name, "PATRONI_PASSWORD": patroniPassword}
+			if opts.PromoteDelay > 0 {
+				env["PATRONI_PRE_PROMOTE"] = fmt.Sprintf("sleep %.3f", opts.PromoteDelay.Seconds())
+			}
+			n.ctr, errs[i] = run(name, env, "patroni", []string{"5432/tcp", "8008/tcp"},
 				wait.ForListeningPort("8008/tcp").WithStartupTimeout(patroniStartTimeout))
 			if errs[i] == nil {
 				errs[i] = n.endpoints(ctx)

@@ -29,8 +29,15 @@ func TestMain(m *testing.M) { containers.Main(m) }
 // record beside it, every unknown commit resolved, no key pending, every
 // answer the stored one; the test reports how long the cluster took from
 // the fault to the first claim committed through HAProxy.
+//
+// A node that took the leader key waits promoteDelay before it promotes:
+// Patroni's GET /primary answers 200 meanwhile, so HAProxy sends sessions
+// to a server still in recovery, as a slow promotion does on a busy
+// machine (it failed CI twice before idem retried a standby's refusal).
+// Each phase with a promotion checks that calls met it.
 func TestSwitchoverAndFailover(t *testing.T) {
-	c := containers.StartPatroni(t)
+	const promoteDelay = 3 * time.Second
+	c := containers.StartPatroni(t, containers.PatroniOptions{PromoteDelay: promoteDelay})
 	ctx := t.Context()
 	cfg, err := pgxpool.ParseConfig(c.DSN + "&connect_timeout=2")
 	if err != nil {
@@ -74,6 +81,7 @@ func TestSwitchoverAndFailover(t *testing.T) {
 					return err
 				},
 				Effects: retryload.EffectsPgx(pool, effects),
+				Marks:   map[string]error{"standby": postgres.ErrStandby},
 			}
 			l.Store, err = idem.New(d, idem.Config{Table: "idem_patroni", CommitTimeout: 5 * time.Second, Observer: l.Observer()})
 			if err != nil {
@@ -95,6 +103,10 @@ func TestSwitchoverAndFailover(t *testing.T) {
 			}
 			if !rep.Struck() {
 				t.Errorf("no call met the %s", phase.name)
+			}
+			if phase.name != "postmaster-killed" && rep.Errors["standby"] == 0 {
+				t.Errorf("no call met the new leader before its promotion (%v of pre_promote): the %s did not test a standby's refusal",
+					promoteDelay, phase.name)
 			}
 			now, err := waitHealthy(ctx, c)
 			if err != nil {

@@ -145,9 +145,9 @@ func TestStandbyRefusalIsRetried(t *testing.T) {
 			switch {
 			case err == nil:
 				t.Fatal("a claim on a hot standby succeeded")
-			case !errors.Is(err, idem.ErrUnavailable) || !idem.Retryable(err):
-				t.Errorf("got %v (ErrUnavailable %v, Retryable %v), want a retryable ErrUnavailable",
-					err, errors.Is(err, idem.ErrUnavailable), idem.Retryable(err))
+			case !errors.Is(err, idem.ErrUnavailable) || !errors.Is(err, postgres.ErrStandby) || !idem.Retryable(err):
+				t.Errorf("got %v (ErrUnavailable %v, ErrStandby %v, Retryable %v), want a retryable ErrUnavailable and ErrStandby",
+					err, errors.Is(err, idem.ErrUnavailable), errors.Is(err, postgres.ErrStandby), idem.Retryable(err))
 			case errors.Is(err, idem.ErrReadOnly), errors.Is(err, idem.ErrBadTx):
 				t.Errorf("got %v, which blames the transaction (ErrReadOnly, ErrBadTx): the server is a standby", err)
 			case !strings.Contains(err.Error(), "hot standby"):

@@ -66,6 +66,10 @@ type Load[TTx any] struct {
 	// Pause after a retryable error, doubled after each further one of the
 	// same intention, up to MaxPause; 50 ms and 1 s when zero.
 	Pause, MaxPause time.Duration
+	// Marks names errors of the backend to count apart in Report.Errors
+	// (postgres.ErrStandby as "standby", say); a retryable error that
+	// matches one counts under its name instead of its Meaning.
+	Marks map[string]error
 
 	obs *retries
 }
@@ -310,7 +314,7 @@ func (r *run[TTx]) intention(key string) {
 		}
 		if err != nil {
 			r.mu.Lock()
-			r.report.Errors[Meaning(err)]++
+			r.report.Errors[r.l.meaning(err)]++
 			r.mu.Unlock()
 		}
 		select {
@@ -379,6 +383,17 @@ func (r *run[TTx]) checkKey(ctx context.Context, key string, nonces []string) st
 		}
 	}
 	return ""
+}
+
+// meaning is the name of the first of Marks (by name) err matches, else
+// Meaning(err).
+func (l *Load[TTx]) meaning(err error) string {
+	for _, name := range slices.Sorted(maps.Keys(l.Marks)) {
+		if errors.Is(err, l.Marks[name]) {
+			return name
+		}
+	}
+	return Meaning(err)
 }
 
 // Meaning names the meaning a retryable error carries: "commit-unknown",

@@ -9,7 +9,11 @@
 #             PATRONI_ETCD (default etcd:2379), PATRONI_PASSWORD (required:
 #             of the superuser postgres and the user replicator),
 #             PATRONI_TTL (default 20), PATRONI_LOOP_WAIT (default 1),
-#             PATRONI_SYNCHRONOUS (default true: synchronous_mode).
+#             PATRONI_SYNCHRONOUS (default true: synchronous_mode),
+#             PATRONI_PRE_PROMOTE (default none: Patroni's pre_promote, a
+#             command run once the node holds the leader key and before
+#             it promotes its PostgreSQL; "sleep 3" widens the moment
+#             when GET /primary answers 200 on a server still in recovery).
 #             The first node to reach etcd runs initdb; the others clone it.
 #   haproxy   HAProxy on 5000, sending connections to whichever of
 #             HAPROXY_NODES (names, space-separated, required) Patroni's
@@ -80,6 +84,9 @@ postgresql:
   parameters:
     unix_socket_directories: /run/postgresql
 YAML
+	if [ -n "${PATRONI_PRE_PROMOTE:-}" ]; then
+		printf '  pre_promote: %s\n' "$PATRONI_PRE_PROMOTE" >>/etc/idem/patroni.yml
+	fi
 	exec patroni /etc/idem/patroni.yml
 	;;
 haproxy)
