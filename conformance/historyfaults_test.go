@@ -36,8 +36,10 @@ type commitProbe struct {
 	in, most, arrived atomic.Int64
 }
 
+// enter counts a COMMIT in, then as arrived: one that waits for the other
+// to arrive must find it already counted in, or it may leave before the
+// other is (the probe would see one at a time while both overlapped).
 func (p *commitProbe) enter() func() {
-	p.arrived.Add(1)
 	n := p.in.Add(1)
 	for {
 		m := p.most.Load()
@@ -45,6 +47,7 @@ func (p *commitProbe) enter() func() {
 			break
 		}
 	}
+	p.arrived.Add(1)
 	return func() { p.in.Add(-1) }
 }
 
