@@ -34,12 +34,16 @@ type BatchHandler[TTx any] func(ctx context.Context, tx TTx, ms []Message) (resu
 // (ProcessBatch does not wait for it, as Handle does for one delivery).
 //
 // A batch fails as a whole or not at all. When h returns an error or
-// panics, nothing of it is committed, and ProcessBatch processes each of
-// its messages again on its own (Process, with h called on one message),
-// so one poison message is rejected or retried alone while the others go
-// through. When the database fails the batch's transaction, every message
-// is retried after RetryDelay (a redelivery of one whose COMMIT's outcome
-// was unknown finds its record); when ctx ends, at once.
+// panics, or its work fails (a result too large to store, a statement of
+// h that failed and aborted the transaction although h returned, a COMMIT
+// that refused the work), nothing of it is committed, and ProcessBatch
+// processes each of its messages again on its own (Process, with h called
+// on one message), so one poison message is rejected or retried alone
+// while the others go through. When the database fails the batch's
+// transaction (out of reach, read-only, a COMMIT's outcome unknown,
+// contention beyond the store's retries), every message is retried after
+// RetryDelay (a redelivery of one whose COMMIT's outcome was unknown finds
+// its record); when ctx ends, at once.
 //
 // Messages with the same key in one call: the first is processed and the
 // others are retried after InFlightDelay (ErrInFlight), so a redelivery
@@ -96,17 +100,14 @@ func (c *Consumer[TTx]) processBatch(ctx context.Context, ms []Message, h BatchH
 	if len(reqs) == 0 {
 		return
 	}
-	var herr error // the handler's, when it failed the batch
 	results, err := c.store.DoBatch(ctx, reqs, func(ctx context.Context, tx TTx, won []idem.Request) ([]idem.Response, error) {
-		herr = nil // an earlier attempt's, which DoBatch retried
 		wonMsgs := make([]Message, len(won))
 		for j, r := range won {
 			wonMsgs[j] = ms[at[index[batchKey{r.Scope, r.Key}]]]
 		}
 		bodies, err := c.runBatch(ctx, tx, wonMsgs, h)
 		if err != nil {
-			herr = err
-			return nil, err
+			return nil, &handlerError{err}
 		}
 		resps := make([]idem.Response, len(won))
 		for j := range resps {
@@ -118,7 +119,7 @@ func (c *Consumer[TTx]) processBatch(ctx context.Context, ms []Message, h BatchH
 		return resps, nil
 	})
 	switch {
-	case err != nil && (ctx.Err() != nil || herr == nil && !itemError(err)):
+	case err != nil && (ctx.Err() != nil || storeFailure(err)):
 		// The consumer is stopping, or the database failed the batch
 		// (nothing committed, or for ErrCommitUnknown perhaps all of it):
 		// every message is retried, and its redelivery finds its record
@@ -128,8 +129,11 @@ func (c *Consumer[TTx]) processBatch(ctx context.Context, ms []Message, h BatchH
 			out[i] = c.failed(ctx, ms[i], reqs[j].Key, err)
 		}
 	case err != nil:
-		// The handler failed the batch, and nothing of it committed: each
-		// message on its own, so a poison one fails alone.
+		// The handler failed the batch, or its work did: a result the
+		// store refused, a statement of the handler that failed and
+		// aborted the transaction although the handler answered, a COMMIT
+		// that refused the work (a deferred constraint). Nothing of it
+		// committed: each message on its own, so a poison one fails alone.
 		for _, i := range at {
 			out[i] = c.Process(ctx, ms[i], func(ctx context.Context, tx TTx, m Message) ([]byte, error) {
 				bodies, err := h(ctx, tx, []Message{m})
@@ -149,12 +153,37 @@ func (c *Consumer[TTx]) processBatch(ctx context.Context, ms []Message, h BatchH
 	}
 }
 
-// itemError reports whether err, failing a whole batch, may come from one
-// message alone: a result too large to store, or an invalid one. The
-// batch's messages are then processed one by one, so that it fails that
-// message only.
-func itemError(err error) bool {
-	return errors.Is(err, idem.ErrTooLarge) || errors.Is(err, idem.ErrInvalidResponse)
+// handlerError marks the handler's own error in what DoBatch returns, so
+// that it is told apart from the store's whatever it wraps; DoBatch
+// returns its last attempt's error, so the mark is never an earlier
+// attempt's.
+type handlerError struct{ err error }
+
+func (e *handlerError) Error() string { return e.err.Error() }
+func (e *handlerError) Unwrap() error { return e.err }
+
+// storeFailure reports whether err, failing a whole batch, is the
+// database's or the store's rather than the work's: the database out of
+// reach or read-only, a COMMIT whose outcome is unknown or that ran out of
+// time, contention that outlasted the store's retries. Every message of
+// the batch would meet it again on its own. The handler's errors are
+// never one, whatever they wrap, nor a statement of the handler that
+// aborted the transaction: a poison message must fail alone.
+func storeFailure(err error) bool {
+	var he *handlerError
+	if errors.As(err, &he) || errors.Is(err, idem.ErrTxAborted) {
+		return false // the work's: ErrTxAborted also matches ErrBadTx
+	}
+	for _, target := range []error{
+		idem.ErrUnavailable, idem.ErrReadOnly, idem.ErrCommitUnknown, idem.ErrCommitTimeout,
+		idem.ErrRetriesExhausted, idem.ErrSerialization, idem.ErrDeadlock, idem.ErrLockTimeout,
+		idem.ErrNotClaimed, idem.ErrInvalidConfig, idem.ErrSchemaNewer, idem.ErrTxDone,
+	} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
 }
 
 // batchKey is a request's scope and key: what tells a batch's requests

@@ -13,7 +13,10 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/dialect"
 	"github.com/idemkit/idem/idemqueue"
+	"github.com/idemkit/idem/idemtest"
+	"github.com/idemkit/idem/sqlite"
 )
 
 // batchCalls records what a batch handler was called with.
@@ -389,5 +392,68 @@ func TestProcessBatchStoreFailure(t *testing.T) {
 	ds = c.ProcessBatch(t.Context(), []idemqueue.Message{msg("q", "a", "small"), msg("q", "b", "big")}, big)
 	if got := actions(ds); got != "ack/won reject/none" || !errors.Is(ds[1].Err, idem.ErrTooLarge) {
 		t.Errorf("decisions %s (%v); want the small one acked and the big one rejected as too large", got, ds[1].Err)
+	}
+}
+
+// failingClaims is a SQLite driver whose claims fail as with a lost
+// connection once fail is set, counting the claims made after that.
+type failingClaims struct {
+	*sqlite.Driver
+	fail  *atomic.Bool
+	after *atomic.Int64
+}
+
+func (d failingClaims) Dialect() dialect.Dialect {
+	return failingDialect{d.Driver.Dialect(), d.fail, d.after}
+}
+
+type failingDialect struct {
+	dialect.Dialect
+	fail  *atomic.Bool
+	after *atomic.Int64
+}
+
+func (d failingDialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ClaimArgs) (dialect.ClaimResult, error) {
+	if d.fail.Load() {
+		d.after.Add(1)
+		return dialect.ClaimResult{}, dialect.Classified(dialect.ErrUnavailable, errors.New("test: connection lost"))
+	}
+	return d.Dialect.Claim(ctx, q, t, a)
+}
+
+// TestProcessBatchEarlierHandlerError: when the handler's retryable error
+// made the store try the batch again and that attempt failed in the
+// database before the handler ran, the batch failed as the database's:
+// every message is retried and none is processed again on its own (which
+// would meet the same database once per message). An earlier attempt's
+// handler error does not decide.
+func TestProcessBatchEarlierHandlerError(t *testing.T) {
+	var (
+		fail  atomic.Bool
+		after atomic.Int64
+	)
+	lite := idemtest.NewSQLite(t, idem.Config{})
+	store, err := idem.New[*sql.Tx](failingClaims{lite.Driver, &fail, &after}, idem.Config{MaxAttempts: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := idemqueue.New(store, idemqueue.Config{Name: "orders", RetryDelay: func(int) time.Duration { return time.Millisecond }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	h := func(context.Context, *sql.Tx, []idemqueue.Message) ([][]byte, error) {
+		calls++
+		fail.Store(true)
+		return nil, fmt.Errorf("test: the handler's statement: %w", idem.ErrDeadlock)
+	}
+	ds := c.ProcessBatch(t.Context(), []idemqueue.Message{msg("q", "a", "x"), msg("q", "b", "y"), msg("q", "c", "z")}, h)
+	for i, d := range ds {
+		if d.Action != idemqueue.Retry || !errors.Is(d.Err, idem.ErrUnavailable) {
+			t.Errorf("message %d: %+v; want Retry with the database's error", i, d)
+		}
+	}
+	if calls != 1 || after.Load() != 1 {
+		t.Errorf("%d handler calls, %d claims after the database failed; want 1 and 1: no message processed again on its own", calls, after.Load())
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem/idemqueue"
 	"github.com/idemkit/idem/postgres"
 )
 
@@ -293,5 +295,64 @@ func TestHTTPAnswerAfterUniqueViolation(t *testing.T) {
 				t.Errorf("log %q, want no %s", log, tc.notLogged)
 			}
 		})
+	}
+}
+
+// TestQueueBatchAfterUniqueViolation: a batch handler that skips a sign-up
+// whose email is taken by catching the unique violation and going on (the
+// batch's last message, so no later statement of the handler fails). On
+// PostgreSQL that failure aborted the batch's transaction, so nothing of
+// the batch can commit; that is the work's failure, not the database's, so
+// each message is processed again on its own: the new sign-ups commit
+// once and only the taken one is handed back (ErrTxAborted), instead of
+// the whole batch waiting with it until its delivery cap.
+func TestQueueBatchAfterUniqueViolation(t *testing.T) {
+	a := newAccounts(t)
+	c, err := idemqueue.New(a.store, idemqueue.Config{Name: "signups", RetryDelay: func(int) time.Duration { return time.Millisecond }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	insert := "INSERT INTO " + a.accounts + " (email) VALUES ($1)"
+	var calls [][]string
+	h := func(ctx context.Context, tx pgx.Tx, ms []idemqueue.Message) ([][]byte, error) {
+		var ids []string
+		for _, m := range ms {
+			ids = append(ids, m.ID)
+		}
+		calls = append(calls, ids)
+		for _, m := range ms {
+			_, err := tx.Exec(ctx, insert, string(m.Data))
+			if errors.Is(a.driver.Dialect().Classify(err), idem.ErrUniqueViolation) {
+				continue // "already signed up": wrong on PostgreSQL, the transaction is aborted
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	}
+	ms := []idemqueue.Message{
+		{Queue: "signups", ID: "1", Data: []byte("new1@example.com"), Delivery: 1},
+		{Queue: "signups", ID: "2", Data: []byte("new2@example.com"), Delivery: 1},
+		{Queue: "signups", ID: "3", Data: []byte("taken@example.com"), Delivery: 1},
+	}
+	ds := c.ProcessBatch(t.Context(), ms, h)
+	for i, d := range ds {
+		want := idemqueue.Ack
+		if i == 2 {
+			want = idemqueue.Retry
+		}
+		if d.Action != want || i == 2 && !errors.Is(d.Err, idem.ErrTxAborted) {
+			t.Errorf("message %s: %v/%v %v; want %v (ErrTxAborted for the taken one)", ms[i].ID, d.Action, d.Outcome, d.Err, want)
+		}
+	}
+	want := [][]string{{"1", "2", "3"}, {"1"}, {"2"}, {"3"}}
+	if !slices.EqualFunc(calls, want, slices.Equal) {
+		t.Errorf("handler calls %v; want %v (the batch, then one by one)", calls, want)
+	}
+	for email, n := range map[string]int64{"new1@example.com": 1, "taken@example.com": 1, "new2@example.com": 1} {
+		if got := a.count(t, email); got != n {
+			t.Errorf("%s: %d accounts; want %d", email, got, n)
+		}
 	}
 }
