@@ -33,17 +33,19 @@ type BatchHandler[TTx any] func(ctx context.Context, tx TTx, ms []Message) (resu
 // key, Retry after InFlightDelay for one whose key another consumer holds
 // (ProcessBatch does not wait for it, as Handle does for one delivery).
 //
-// A batch fails as a whole or not at all. When h returns an error or
-// panics, or its work fails (a result too large to store, a statement of
-// h that failed and aborted the transaction although h returned, a COMMIT
-// that refused the work), nothing of it is committed, and ProcessBatch
-// processes each of its messages again on its own (Process, with h called
-// on one message), so one poison message is rejected or retried alone
-// while the others go through. When the database fails the batch's
-// transaction (out of reach, read-only, a COMMIT's outcome unknown,
-// contention beyond the store's retries), every message is retried after
-// RetryDelay (a redelivery of one whose COMMIT's outcome was unknown finds
-// its record); when ctx ends, at once.
+// A batch fails as a whole or not at all. When the database fails the
+// batch's transaction (out of reach or read-only, a lock or statement
+// timeout, a COMMIT's outcome unknown or out of time, contention beyond
+// the store's retries), every message is retried after RetryDelay (a
+// redelivery of one whose COMMIT's outcome was unknown finds its record);
+// when ctx ends, at once. Any other failure is taken for the work's: h
+// returned an error or panicked, or its work failed (a result too large
+// to store, a statement of h that failed and aborted the transaction
+// although h returned, a transaction h ended, a COMMIT that refused the
+// work). Nothing of the batch is committed, and ProcessBatch processes
+// each of its messages again on its own (Process, with h called on one
+// message), so one poison message is rejected or retried alone while the
+// others go through.
 //
 // Messages with the same key in one call: the first is processed and the
 // others are retried after InFlightDelay (ErrInFlight), so a redelivery
@@ -164,11 +166,15 @@ func (e *handlerError) Unwrap() error { return e.err }
 
 // storeFailure reports whether err, failing a whole batch, is the
 // database's or the store's rather than the work's: the database out of
-// reach or read-only, a COMMIT whose outcome is unknown or that ran out of
-// time, contention that outlasted the store's retries. Every message of
-// the batch would meet it again on its own. The handler's errors are
-// never one, whatever they wrap, nor a statement of the handler that
-// aborted the transaction: a poison message must fail alone.
+// reach or read-only, a lock or statement timeout, a COMMIT whose outcome
+// is unknown or that ran out of time, contention that outlasted the
+// store's retries, a claim lost in a cluster, a store misconfigured. Every
+// message of the batch would meet it again on its own. Never one: the
+// handler's own errors, whatever they wrap, a statement of the handler
+// that aborted the transaction, a transaction the handler ended, and any
+// error idem cannot place (a COMMIT's deferred constraint, say): a poison
+// message must fail alone, and processing each message again costs at
+// most one transaction per message.
 func storeFailure(err error) bool {
 	var he *handlerError
 	if errors.As(err, &he) || errors.Is(err, idem.ErrTxAborted) {
@@ -177,7 +183,7 @@ func storeFailure(err error) bool {
 	for _, target := range []error{
 		idem.ErrUnavailable, idem.ErrReadOnly, idem.ErrCommitUnknown, idem.ErrCommitTimeout,
 		idem.ErrRetriesExhausted, idem.ErrSerialization, idem.ErrDeadlock, idem.ErrLockTimeout,
-		idem.ErrNotClaimed, idem.ErrInvalidConfig, idem.ErrSchemaNewer, idem.ErrTxDone,
+		idem.ErrNotClaimed, idem.ErrInvalidConfig, idem.ErrSchemaNewer,
 	} {
 		if errors.Is(err, target) {
 			return true

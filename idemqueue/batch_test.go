@@ -353,28 +353,60 @@ func TestProcessBatchTwoQueues(t *testing.T) {
 	}
 }
 
-// TestProcessBatchStoreFailure: when the store fails the batch after the
-// handler ran (here the handler ended the transaction under it, so the
-// completion fails), every message is retried and none is processed again
-// on its own: the database would fail each of them too. A result too
-// large to store fails its own message only.
+// TestProcessBatchStoreFailure: when the database fails the batch after
+// the handler ran (here its completion loses the connection on every
+// attempt), every message is retried and none is processed again on its
+// own: the database would fail each of them too. A handler that ends the
+// transaction for one poison message, or a result too large to store,
+// fails that message only.
 func TestProcessBatchStoreFailure(t *testing.T) {
-	o := newOrders(t, idem.Config{})
-	c := newConsumer(t, o, idemqueue.Config{RetryDelay: func(int) time.Duration { return time.Millisecond }})
+	var (
+		fail  atomic.Bool
+		after atomic.Int64
+	)
+	fail.Store(true)
+	c := newFailing(t, "complete", &fail, &after, idem.Config{})
 	calls := &batchCalls{}
-	ended := func(ctx context.Context, tx *sql.Tx, ms []idemqueue.Message) ([][]byte, error) {
+	noop := func(ctx context.Context, tx *sql.Tx, ms []idemqueue.Message) ([][]byte, error) {
 		calls.add(ms)
-		return nil, tx.Rollback()
+		return nil, nil
 	}
-	ds := c.ProcessBatch(t.Context(), []idemqueue.Message{msg("q", "a", "x"), msg("q", "b", "y")}, ended)
-	if got := actions(ds); got != "retry/none retry/none" {
-		t.Errorf("decisions %s; want both retried", got)
+	ds := c.ProcessBatch(t.Context(), []idemqueue.Message{msg("q", "a", "x"), msg("q", "b", "y")}, noop)
+	if got := actions(ds); got != "retry/none retry/none" || !errors.Is(ds[0].Err, idem.ErrUnavailable) {
+		t.Errorf("decisions %s (%v); want both retried with the database's error", got, ds[0].Err)
 	}
 	for _, call := range calls.calls {
-		if len(call) == 1 {
+		if len(call) != 2 {
 			t.Errorf("handler calls %v: a message was processed again on its own after a store failure", calls.calls)
 			break
 		}
+	}
+	if after.Load() == 0 {
+		t.Error("no completion failed: the test did not reach the store failure")
+	}
+
+	o := newOrders(t, idem.Config{})
+	c = newConsumer(t, o, idemqueue.Config{RetryDelay: func(int) time.Duration { return time.Millisecond }})
+	calls = &batchCalls{}
+	ends := o.handleBatch(calls)
+	rollsBack := func(ctx context.Context, tx *sql.Tx, ms []idemqueue.Message) ([][]byte, error) {
+		for _, m := range ms {
+			if string(m.Data) == "ends" {
+				calls.add(ms)
+				return nil, tx.Rollback()
+			}
+		}
+		return ends(ctx, tx, ms)
+	}
+	ds = c.ProcessBatch(t.Context(), []idemqueue.Message{msg("q", "a", "x"), msg("q", "b", "ends")}, rollsBack)
+	if got := actions(ds); got != "ack/won retry/none" || !errors.Is(ds[1].Err, idem.ErrTxDone) {
+		t.Errorf("decisions %s (%v); want the good one acked and the one whose handler ended the transaction retried", got, ds[1].Err)
+	}
+	if want := [][]string{{"a", "b"}, {"a"}, {"b"}}; !slices.EqualFunc(calls.calls, want, slices.Equal) {
+		t.Errorf("handler calls %v; want %v (the batch, then one by one)", calls.calls, want)
+	}
+	if n := o.count(t); n != 1 {
+		t.Errorf("%d orders; want 1", n)
 	}
 
 	o = newOrders(t, idem.Config{MaxBody: 16})
@@ -395,30 +427,59 @@ func TestProcessBatchStoreFailure(t *testing.T) {
 	}
 }
 
-// failingClaims is a SQLite driver whose claims fail as with a lost
-// connection once fail is set, counting the claims made after that.
-type failingClaims struct {
+// failing is a SQLite driver whose claims (at "claim") or completions (at
+// "complete") fail as with a lost connection once fail is set, counting
+// the claims or completions made after that.
+type failing struct {
 	*sqlite.Driver
+	at    string
 	fail  *atomic.Bool
 	after *atomic.Int64
 }
 
-func (d failingClaims) Dialect() dialect.Dialect {
-	return failingDialect{d.Driver.Dialect(), d.fail, d.after}
-}
+func (d failing) Dialect() dialect.Dialect { return failingDialect{d.Driver.Dialect(), d} }
 
 type failingDialect struct {
 	dialect.Dialect
-	fail  *atomic.Bool
-	after *atomic.Int64
+	d failing
+}
+
+// lost reports whether the statement at fails, counting it when it does.
+func (d failing) lost(at string) error {
+	if d.at != at || !d.fail.Load() {
+		return nil
+	}
+	d.after.Add(1)
+	return dialect.Classified(dialect.ErrUnavailable, errors.New("test: connection lost"))
 }
 
 func (d failingDialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ClaimArgs) (dialect.ClaimResult, error) {
-	if d.fail.Load() {
-		d.after.Add(1)
-		return dialect.ClaimResult{}, dialect.Classified(dialect.ErrUnavailable, errors.New("test: connection lost"))
+	if err := d.d.lost("claim"); err != nil {
+		return dialect.ClaimResult{}, err
 	}
 	return d.Dialect.Claim(ctx, q, t, a)
+}
+
+func (d failingDialect) Complete(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.CompleteArgs) error {
+	if err := d.d.lost("complete"); err != nil {
+		return err
+	}
+	return d.Dialect.Complete(ctx, q, t, a)
+}
+
+// newFailing is a consumer "orders" on a store over a failing driver.
+func newFailing(t *testing.T, at string, fail *atomic.Bool, after *atomic.Int64, cfg idem.Config) *idemqueue.Consumer[*sql.Tx] {
+	t.Helper()
+	lite := idemtest.NewSQLite(t, cfg)
+	store, err := idem.New[*sql.Tx](failing{lite.Driver, at, fail, after}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := idemqueue.New(store, idemqueue.Config{Name: "orders", RetryDelay: func(int) time.Duration { return time.Millisecond }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // TestProcessBatchEarlierHandlerError: when the handler's retryable error
@@ -432,15 +493,7 @@ func TestProcessBatchEarlierHandlerError(t *testing.T) {
 		fail  atomic.Bool
 		after atomic.Int64
 	)
-	lite := idemtest.NewSQLite(t, idem.Config{})
-	store, err := idem.New[*sql.Tx](failingClaims{lite.Driver, &fail, &after}, idem.Config{MaxAttempts: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := idemqueue.New(store, idemqueue.Config{Name: "orders", RetryDelay: func(int) time.Duration { return time.Millisecond }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newFailing(t, "claim", &fail, &after, idem.Config{MaxAttempts: 2})
 	calls := 0
 	h := func(context.Context, *sql.Tx, []idemqueue.Message) ([][]byte, error) {
 		calls++
