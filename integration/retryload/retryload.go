@@ -67,8 +67,9 @@ type Load[TTx any] struct {
 	// same intention, up to MaxPause; 50 ms and 1 s when zero.
 	Pause, MaxPause time.Duration
 	// Marks names errors of the backend to count apart in Report.Errors
-	// (postgres.ErrStandby as "standby", say); a retryable error that
-	// matches one counts under its name instead of its Meaning.
+	// and Report.Retries (postgres.ErrStandby as "standby", say); a
+	// retryable error that matches one counts under its name instead of
+	// its Meaning or its retry's cause.
 	Marks map[string]error
 
 	obs *retries
@@ -78,24 +79,30 @@ type Load[TTx any] struct {
 // counts the retries Do makes on its own into the Report.
 func (l *Load[TTx]) Observer() idem.Observer {
 	if l.obs == nil {
-		l.obs = &retries{byCause: map[string]int{}}
+		l.obs = &retries{byCause: map[string]int{}, mark: l.mark}
 	}
 	return l.obs
 }
 
-// retries counts EventRetry by cause.
+// retries counts EventRetry by cause, or by the name of the Mark its
+// error matches.
 type retries struct {
 	mu      sync.Mutex
 	byCause map[string]int
+	mark    func(error) string
 }
 
 func (r *retries) Observe(_ context.Context, e idem.Event) {
 	if e.Kind != idem.EventRetry {
 		return
 	}
+	cause := e.Cause
+	if name := r.mark(e.Err); name != "" {
+		cause = name
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.byCause[e.Cause]++
+	r.byCause[cause]++
 }
 
 // Report is what a run saw.
@@ -113,7 +120,7 @@ type Report struct {
 	// ("unavailable", "commit-unknown", ...).
 	Errors map[string]int
 	// Retries counts the transactions Do ran again on its own, by cause
-	// ("unavailable", "serialization", ...), when the store's
+	// ("unavailable", "serialization", ...) or Mark, when the store's
 	// Config.Observer is the Load's Observer.
 	Retries map[string]int
 }
@@ -388,12 +395,20 @@ func (r *run[TTx]) checkKey(ctx context.Context, key string, nonces []string) st
 // meaning is the name of the first of Marks (by name) err matches, else
 // Meaning(err).
 func (l *Load[TTx]) meaning(err error) string {
+	if name := l.mark(err); name != "" {
+		return name
+	}
+	return Meaning(err)
+}
+
+// mark is the name of the first of Marks (by name) err matches, or "".
+func (l *Load[TTx]) mark(err error) string {
 	for _, name := range slices.Sorted(maps.Keys(l.Marks)) {
 		if errors.Is(err, l.Marks[name]) {
 			return name
 		}
 	}
-	return Meaning(err)
+	return ""
 }
 
 // Meaning names the meaning a retryable error carries: "commit-unknown",

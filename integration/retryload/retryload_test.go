@@ -142,3 +142,48 @@ func TestMeaning(t *testing.T) {
 		}
 	}
 }
+
+// errMarked stands for a backend's error that a test counts apart.
+var errMarked = errors.New("test: refused by a standby")
+
+// TestMarksCountRetries: a retryable error that matches a Mark counts
+// under the Mark's name, in Errors when a call returns it and in Retries
+// when Do retried it on its own.
+func TestMarksCountRetries(t *testing.T) {
+	const intentions = 8
+	lite := idemtest.NewSQLite(t, idem.Config{})
+	if _, err := lite.DB.ExecContext(t.Context(), "CREATE TABLE effects (k TEXT NOT NULL, nonce TEXT NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu      sync.Mutex
+		refused = map[string]bool{}
+	)
+	l := &retryload.Load[*sql.Tx]{
+		Insert: func(ctx context.Context, tx *sql.Tx, key, nonce string) error {
+			mu.Lock()
+			first := !refused[key]
+			refused[key] = true
+			mu.Unlock()
+			if first {
+				return fmt.Errorf("%w: %w", idem.ErrUnavailable, errMarked)
+			}
+			_, err := tx.ExecContext(ctx, "INSERT INTO effects (k, nonce) VALUES (?, ?)", key, nonce)
+			return err
+		},
+		Effects:    effects(lite.DB),
+		Workers:    2,
+		Intentions: intentions,
+		Timeout:    time.Minute,
+		Marks:      map[string]error{"standby": errMarked},
+	}
+	store, err := idem.New(lite.Driver, idem.Config{Observer: l.Observer()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Store = store
+	rep := l.Run(t)
+	if rep.Retries["standby"] != intentions || rep.Retries["unavailable"] != 0 {
+		t.Errorf("Retries %v; want %d under standby and none under unavailable", rep.Retries, intentions)
+	}
+}
