@@ -76,24 +76,27 @@ type Load[TTx any] struct {
 }
 
 // Observer is an idem.Observer to give the store's Config.Observer: it
-// counts the retries Do makes on its own into the Report.
+// counts the retries Do makes on its own for the load's calls (of its
+// Scope) into the Report.
 func (l *Load[TTx]) Observer() idem.Observer {
 	if l.obs == nil {
-		l.obs = &retries{byCause: map[string]int{}, mark: l.mark}
+		l.obs = &retries{byCause: map[string]int{}, mark: l.mark, scope: func() string { return l.Scope }}
 	}
 	return l.obs
 }
 
-// retries counts EventRetry by cause, or by the name of the Mark its
-// error matches.
+// retries counts the load's EventRetry by cause, or by the name of the
+// Mark its error matches. Retries of other scopes (FirstCommit's probe)
+// are not the load's.
 type retries struct {
 	mu      sync.Mutex
 	byCause map[string]int
 	mark    func(error) string
+	scope   func() string
 }
 
 func (r *retries) Observe(_ context.Context, e idem.Event) {
-	if e.Kind != idem.EventRetry {
+	if e.Kind != idem.EventRetry || e.Scope != r.scope() {
 		return
 	}
 	cause := e.Cause

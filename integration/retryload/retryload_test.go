@@ -147,8 +147,9 @@ func TestMeaning(t *testing.T) {
 var errMarked = errors.New("test: refused by a standby")
 
 // TestMarksCountRetries: a retryable error that matches a Mark counts
-// under the Mark's name, in Errors when a call returns it and in Retries
-// when Do retried it on its own.
+// under the Mark's name when Do retried it on its own, and only for the
+// load's calls: a probe's retry on another scope (as FirstCommit's, beside
+// the fault) is not counted.
 func TestMarksCountRetries(t *testing.T) {
 	const intentions = 8
 	lite := idemtest.NewSQLite(t, idem.Config{})
@@ -176,6 +177,18 @@ func TestMarksCountRetries(t *testing.T) {
 		Intentions: intentions,
 		Timeout:    time.Minute,
 		Marks:      map[string]error{"standby": errMarked},
+	}
+	l.Fault = func(ctx context.Context) error {
+		first := true
+		_, err := l.Store.Do(ctx, idem.Request{Scope: "probe", Key: "p-1", Fingerprint: idem.FingerprintRequest("POST", "/probe", nil)},
+			func(context.Context, *sql.Tx) (idem.Response, error) {
+				if first {
+					first = false
+					return idem.Response{}, fmt.Errorf("%w: %w", idem.ErrUnavailable, errMarked)
+				}
+				return idem.Response{Status: 204}, nil
+			})
+		return err
 	}
 	store, err := idem.New(lite.Driver, idem.Config{Observer: l.Observer()})
 	if err != nil {
