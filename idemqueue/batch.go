@@ -33,19 +33,22 @@ type BatchHandler[TTx any] func(ctx context.Context, tx TTx, ms []Message) (resu
 // key, Retry after InFlightDelay for one whose key another consumer holds
 // (ProcessBatch does not wait for it, as Handle does for one delivery).
 //
-// A batch fails as a whole or not at all. When the database fails the
-// batch's transaction (out of reach or read-only, a lock or statement
-// timeout, a COMMIT's outcome unknown or out of time, contention beyond
-// the store's retries), every message is retried after RetryDelay (a
-// redelivery of one whose COMMIT's outcome was unknown finds its record);
-// when ctx ends, at once. Any other failure is taken for the work's: h
-// returned an error or panicked, or its work failed (a result too large
-// to store, a statement of h that failed and aborted the transaction
+// A batch fails as a whole or not at all. When the database fails idem's
+// own statements of the batch (out of reach or read-only, a lock or
+// statement timeout, a COMMIT's outcome unknown or out of time, contention
+// beyond the store's retries), every message is retried after RetryDelay
+// (a redelivery of one whose COMMIT's outcome was unknown finds its
+// record); when ctx ends, at once. Any other failure is taken for the
+// work's: h returned an error (even one the database gave its own
+// statement) or panicked, or its work failed (a result too large to
+// store, a statement of h that failed and aborted the transaction
 // although h returned, a transaction h ended, a COMMIT that refused the
-// work). Nothing of the batch is committed, and ProcessBatch processes
-// each of its messages again on its own (Process, with h called on one
-// message), so one poison message is rejected or retried alone while the
-// others go through.
+// work). ProcessBatch then processes each of its messages again on its
+// own (Process, with h called on one message), so one poison message is
+// rejected or retried alone while the others go through. Nothing of the
+// batch committed, unless h committed the transaction itself: its claims
+// are then pending, and each message is retried as in flight until they
+// expire.
 //
 // Messages with the same key in one call: the first is processed and the
 // others are retried after InFlightDelay (ErrInFlight), so a redelivery
@@ -173,8 +176,8 @@ func (e *handlerError) Unwrap() error { return e.err }
 // handler's own errors, whatever they wrap, a statement of the handler
 // that aborted the transaction, a transaction the handler ended, and any
 // error idem cannot place (a COMMIT's deferred constraint, say): a poison
-// message must fail alone, and processing each message again costs at
-// most one transaction per message.
+// message must fail alone, and processing each message again costs one
+// Process per message (with its own retries).
 func storeFailure(err error) bool {
 	var he *handlerError
 	if errors.As(err, &he) || errors.Is(err, idem.ErrTxAborted) {
