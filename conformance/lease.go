@@ -404,9 +404,10 @@ func testLeaseMismatch[TTx any](t *testing.T, b Backend[TTx]) {
 // heartbeatLease is the lease of the cases whose work outlasts it under
 // the heartbeat. The heartbeat beats every third of the lease and gives up
 // once no extension succeeded for 9/10 of it, so the lease bounds the round
-// trips: two extensions in a row may take 567 ms together here. (At 400 ms
-// they had 227 ms, which a CI run on two loaded cores once missed.)
-const heartbeatLease = time.Second
+// trips: two extensions in a row may take 1.2 s together here. (At 400 ms
+// they had 227 ms, and at 1 s 567 ms, which CI runs on two loaded cores
+// missed.)
+const heartbeatLease = 2 * time.Second
 
 // testDoLeaseHeartbeat: DoLease keeps the lease alive while slow work runs
 // (no takeover), and stores the work's answer.
@@ -416,7 +417,7 @@ func testDoLeaseHeartbeat[TTx any](t *testing.T, b Backend[TTx]) {
 	req := request("lease-heartbeat", "x")
 	probed := make(chan idem.Outcome, 1)
 	res, err := e.Store.DoLease(e.Ctx, req, func(ctx context.Context, l *idem.Lease[TTx]) (idem.Response, error) {
-		time.Sleep(2 * short) // two leases long
+		time.Sleep(short + short/10) // past the lease: without the heartbeat it would end
 		other, err := e.Store.Lease(e.Ctx, req)
 		if err != nil {
 			return idem.Response{}, err
