@@ -61,6 +61,7 @@ func rollback[TTx any](ctx context.Context, tx dialect.Tx[TTx]) {
 type txContext struct {
 	context.Context // WithCancelCause of the caller's, without its cancellation
 	cancel          context.CancelCauseFunc
+	caller          context.Context
 	follow          func() bool // stops following the caller's context
 	timer           *time.Timer
 
@@ -70,14 +71,20 @@ type txContext struct {
 
 func followContext(ctx context.Context) *txContext {
 	c, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	return &txContext{Context: c, cancel: cancel, follow: context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })}
+	return &txContext{Context: c, cancel: cancel, caller: ctx, follow: context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })}
 }
 
 // detach stops following the caller's context and bounds what is left by
 // timeout. It reports false when the caller's context had already ended
-// (the transaction may already be rolling back).
+// (the transaction may already be rolling back). That includes the
+// instant in which the caller's Done is closed but the function following
+// it has not run yet: a goroutine woken by Done can get here inside it.
 func (c *txContext) detach(timeout time.Duration) bool {
 	if !c.follow() {
+		return false
+	}
+	if c.caller.Err() != nil {
+		c.cancel(context.Cause(c.caller))
 		return false
 	}
 	c.mu.Lock()
