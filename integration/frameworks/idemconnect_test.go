@@ -100,7 +100,7 @@ func newConnectService(t *testing.T, overlap int) *connectService {
 	if err := store.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	s := &connectService{db: db, orders: "connect_orders_" + suffix, counter: "connect_counter_" + suffix, allRead: make(chan struct{})}
+	s := &connectService{db: db, orders: "connect_orders_" + suffix, counter: "connect_counter_" + suffix, overlap: overlap, allRead: make(chan struct{})}
 	for _, q := range []string{
 		"CREATE TABLE " + s.orders + " (id BIGSERIAL PRIMARY KEY, item TEXT NOT NULL)",
 		"CREATE TABLE " + s.counter + " (id INT PRIMARY KEY, total BIGINT NOT NULL)",
