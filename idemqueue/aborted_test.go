@@ -13,11 +13,11 @@ import (
 	"github.com/idemkit/idem/internal/aborting"
 )
 
-// TestHandlerAfterAbortedTransaction: a handler that returns success after
-// a statement of its transaction failed and aborted it did no work: the
-// message is not acked but handed back for redelivery (like a handler's
-// error), with an error matching idem.ErrTxAborted, and nothing is stored.
-func TestHandlerAfterAbortedTransaction(t *testing.T) {
+// abortingConsumer is a consumer on SQLite whose every completion fails as
+// in a transaction a failed statement aborted (internal/aborting), and the
+// database under it.
+func abortingConsumer(t *testing.T) (*idemtest.SQLite, *idemqueue.Consumer[*sql.Tx]) {
+	t.Helper()
 	lite := idemtest.NewSQLite(t, idem.Config{})
 	store, err := idem.New[*sql.Tx](aborting.Driver{Driver: lite.Driver}, idem.Config{})
 	if err != nil {
@@ -27,6 +27,15 @@ func TestHandlerAfterAbortedTransaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return lite, c
+}
+
+// TestHandlerAfterAbortedTransaction: a handler that returns success after
+// a statement of its transaction failed and aborted it did no work: the
+// message is not acked but handed back for redelivery (like a handler's
+// error), with an error matching idem.ErrTxAborted, and nothing is stored.
+func TestHandlerAfterAbortedTransaction(t *testing.T) {
+	lite, c := abortingConsumer(t)
 	runs := 0
 	d := c.Process(t.Context(), msg("orders.new", "m-1", `{"item":1}`), func(context.Context, *sql.Tx, idemqueue.Message) ([]byte, error) {
 		runs++
@@ -49,15 +58,7 @@ func TestHandlerAfterAbortedTransaction(t *testing.T) {
 // again on its own, so that a poison one is handed back alone. Here every
 // transaction is aborted, so each is handed back, with nothing stored.
 func TestBatchHandlerAfterAbortedTransaction(t *testing.T) {
-	lite := idemtest.NewSQLite(t, idem.Config{})
-	store, err := idem.New[*sql.Tx](aborting.Driver{Driver: lite.Driver}, idem.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := idemqueue.New(store, idemqueue.Config{Name: "orders"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lite, c := abortingConsumer(t)
 	calls := &batchCalls{}
 	ds := c.ProcessBatch(t.Context(), []idemqueue.Message{msg("q", "a", "x"), msg("q", "b", "y")},
 		func(_ context.Context, _ *sql.Tx, ms []idemqueue.Message) ([][]byte, error) {
