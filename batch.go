@@ -71,7 +71,8 @@ type BatchFunc[TTx any] func(ctx context.Context, tx TTx, won []Request) ([]Resp
 // Retryable errors (ErrSerialization, ErrDeadlock, ErrUnavailable) retry
 // the batch's transaction up to Config.MaxAttempts times, as in Do, and
 // the completion and COMMIT run within Config.CommitTimeout once fn has
-// returned. DoBatch does not read first (Config.ReadFirst) and calls no
+// returned; a ctx that ended before the completion began rolls the batch
+// back and DoBatch returns its error. DoBatch does not read first (Config.ReadFirst) and calls no
 // DoObserver; an Observer sees each key's claim and stored response.
 func (s *Store[TTx]) DoBatch(ctx context.Context, reqs []Request, fn BatchFunc[TTx], opts ...Option) ([]Result, error) {
 	sorted, err := sortBatch(reqs)

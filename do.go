@@ -37,8 +37,9 @@ type Func[TTx any] func(ctx context.Context, tx TTx) (Response, error)
 // with jittered backoff; then Do returns a *RetryError. Once fn has
 // returned, the completion and COMMIT no longer end when ctx does: they run
 // within Config.CommitTimeout, so a caller that hangs up does not make a
-// healthy commit's outcome unknown; if ctx had already ended when fn
-// returned, Do rolls back and returns ctx's error. A commit whose outcome is unknown
+// healthy commit's outcome unknown. A response to store whose caller's ctx
+// has ended before the completion begins is not stored: Do rolls back and
+// returns ctx's error. A commit whose outcome is unknown
 // matches ErrCommitUnknown. fn must not commit or roll back the transaction
 // itself; if it does, Do returns a *TxEndedError.
 func (s *Store[TTx]) Do(ctx context.Context, req Request, fn Func[TTx], opts ...Option) (res Result, err error) {
