@@ -76,6 +76,11 @@ func (s *Store[TTx]) migrate(ctx context.Context, apply bool) (v SchemaVersion, 
 			return fail("take the migration lock", errors.New("another migration of this table held it too long"))
 		}
 	}
+	if schema.Prepare != nil {
+		if err := schema.Prepare(ctx, tx); err != nil {
+			return fail("prepare", err)
+		}
+	}
 	if _, err := tx.Exec(ctx, schema.CreateVersionTable); err != nil {
 		return fail("create the version table", err)
 	}
@@ -109,6 +114,11 @@ func (s *Store[TTx]) migrate(ctx context.Context, apply bool) (v SchemaVersion, 
 			return fail(fmt.Sprintf("record version %d", m.Version), err)
 		}
 		v.Current = m.Version
+	}
+	if apply && schema.Settle != nil {
+		if err := schema.Settle(ctx, tx); err != nil {
+			return fail("wait until the schema is served", err)
+		}
 	}
 	if schema.Unlock != "" {
 		if _, err := tx.Exec(ctx, schema.Unlock); err != nil {

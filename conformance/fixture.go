@@ -63,6 +63,12 @@ type Backend[TTx any] struct {
 	// other tests sharing the server: run History and Restarts alone, each
 	// with RunCases, on a server of its own.
 	Restart func(ctx context.Context) error
+	// RouteTable, when set, runs after the suite creates a table of its
+	// own (a case's effects, whose rows have a column k) and before any
+	// row is written to it: a sharded backend routes the table so that its
+	// rows live on the shard of the case's records (on Vitess, a VSchema
+	// entry). q is the driver's pool.
+	RouteTable func(t *testing.T, q dialect.Queryer, table string)
 }
 
 // CommitBreaker is a driver whose connections break, once armed, right
@@ -152,6 +158,8 @@ type Fixture[TTx any] struct {
 	Store   *idem.Store[TTx]
 	// Table is the store's table.
 	Table string
+
+	routeTable func(t *testing.T, q dialect.Queryer, table string)
 }
 
 // FixtureOptions change a fixture.
@@ -183,7 +191,7 @@ func NewFixture[TTx any](t *testing.T, b Backend[TTx], o FixtureOptions[TTx]) *F
 	ctx, cancel := context.WithTimeout(context.Background(), CaseTimeout)
 	t.Cleanup(cancel)
 	d := b.Open(t)
-	f := &Fixture[TTx]{T: t, Backend: b.Name, Ctx: ctx, Driver: d}
+	f := &Fixture[TTx]{T: t, Backend: b.Name, Ctx: ctx, Driver: d, routeTable: b.RouteTable}
 	f.Table = fmt.Sprintf("%s_%d", tablePrefix, tableSeq.Add(1))
 	cfg := o.Config
 	cfg.Table = f.Table
@@ -238,6 +246,9 @@ func (f *Fixture[TTx]) CreateTable(suffix, columns string) string {
 	name := f.Table + "_" + suffix
 	f.Exec(f.Driver.Pool(), "CREATE TABLE "+name+" ("+columns+")")
 	f.dropAtCleanup(name)
+	if f.routeTable != nil {
+		f.routeTable(f.T, f.Driver.Pool(), name)
+	}
 	return name
 }
 

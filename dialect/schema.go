@@ -1,6 +1,7 @@
 package dialect
 
 import (
+	"context"
 	"fmt"
 	"io/fs"
 	"path"
@@ -12,9 +13,9 @@ import (
 
 // Schema is a table's versioned DDL and the statements that keep its
 // version, for Store.Migrate. The core runs it in one transaction it begins
-// (at READ COMMITTED where the database has levels): Lock, then
+// (at READ COMMITTED where the database has levels): Lock, Prepare, then
 // CreateVersionTable, ReadVersion, every pending migration followed by
-// RecordVersion, then Unlock and COMMIT. It refuses a database whose
+// RecordVersion, then Settle, Unlock and COMMIT. It refuses a database whose
 // version is newer than the last migration.
 type Schema struct {
 	// Migrations are the schema's steps, oldest first: Migrations[i] has
@@ -29,6 +30,20 @@ type Schema struct {
 	// session lock, MySQL's GET_LOCK). It runs before COMMIT, and after a
 	// failure.
 	Unlock string
+	// Prepare, when not nil, runs in Migrate and Version after Lock and
+	// before CreateVersionTable, on the migration's transaction: what the
+	// database needs before the tables' DDL, and which SQL cannot say
+	// idempotently (on a sharded Vitess keyspace, the VSchema that routes
+	// the tables). It must leave things as they are when run again.
+	// Migration tools (migrationfiles) do not run it: the backend documents
+	// what to apply first.
+	Prepare func(ctx context.Context, q Queryer) error
+	// Settle, when not nil, runs in Migrate after the pending migrations
+	// and before Unlock: it returns once the database serves the schema
+	// just applied (Vitess's vtgate learns the columns an ALTER TABLE added
+	// from its tablets a moment after the DDL, and refuses them until
+	// then), or fails when ctx ends or its own bound passes.
+	Settle func(ctx context.Context, q Queryer) error
 	// CreateVersionTable creates the table of applied versions if it does
 	// not exist.
 	CreateVersionTable string

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"strings"
-	"time"
 
 	"github.com/idemkit/idem/dialect"
 )
@@ -30,7 +29,7 @@ const keysMarker = "/* keys */"
 // is taken over with Claim's UPDATE (queries/takeover.sql), in key order.
 // Every statement waits at most the wait bound, as in Claim.
 func (d *mysqlDialect) ClaimBatch(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.BatchClaimArgs) (res []dialect.ClaimResult, err error) {
-	if d.certified && !inTransaction(q) {
+	if d.guarded && !inTransaction(q) {
 		if err := checkCallerClaim(ctx, q); err != nil {
 			return nil, err
 		}
@@ -41,14 +40,12 @@ func (d *mysqlDialect) ClaimBatch(ctx context.Context, q dialect.Queryer, t dial
 	if d.perStatementWait {
 		prefix, takeover = d.boundPrefix(secs), d.bounded(t, s, secs).takeover
 	} else {
-		if _, err := execNamed(ctx, q, s.lockWaitSet, sql.Named("seconds", secs)); err != nil {
+		restore, err := d.sessionWait(ctx, q, s, secs)
+		if err != nil {
 			return nil, err
 		}
 		defer func() {
-			// As in Claim: the session variable outlives the transaction.
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			if _, rerr := q.Exec(rctx, s.lockWaitRestore.SQL); rerr != nil && err == nil {
+			if rerr := restore(); rerr != nil && err == nil {
 				err = rerr
 			}
 		}()

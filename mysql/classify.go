@@ -69,6 +69,11 @@ func (d *mysqlDialect) Classify(err error) error {
 		}
 		return err
 	}
+	if d != nil && d.vitess {
+		if c, ok := classifyVitess(err, me); ok {
+			return c
+		}
+	}
 	switch me.Number {
 	case erDupEntry:
 		return dialect.Classified(dialect.ErrUniqueViolation, err)

@@ -32,6 +32,15 @@ type mysqlDialect struct {
 	// where a transaction meets other nodes' writes at COMMIT
 	// (Capabilities.ConflictsAtCommit, galera.go).
 	certified bool
+	// guarded: transactions idem begins are guarded against a rollback no
+	// statement reported (guard.go): on a Galera node, and behind vtgate
+	// (vitess.go).
+	guarded bool
+	// vitess: the server is Vitess's vtgate, where a session variable set
+	// in a transaction joins a shard to it (vitess.go); vschema, when not
+	// nil, routes idem's tables on a sharded keyspace.
+	vitess  bool
+	vschema *VitessOptions
 	// latestLockedReads: the claim's statements run with
 	// innodb_snapshot_isolation=OFF, so that a loser's locking read (and a
 	// takeover) acts on the latest committed record, as everywhere else,
@@ -62,8 +71,18 @@ func (d *mysqlDialect) Capabilities() dialect.Capabilities {
 	return dialect.Capabilities{ConflictsAtCommit: d.certified}
 }
 
-// Schema returns the versioned DDL (migrations/*.sql).
-func (d *mysqlDialect) Schema(t dialect.Table) dialect.Schema { return d.stmts.For(t).schema }
+// Schema returns the versioned DDL (migrations/*.sql); on a sharded
+// Vitess keyspace, preceded by the VSchema that routes the tables.
+func (d *mysqlDialect) Schema(t dialect.Table) dialect.Schema {
+	s := d.stmts.For(t).schema
+	if d.vschema != nil {
+		s.Prepare = vschemaPrepare(t, *d.vschema)
+	}
+	if d.vitess {
+		s.Settle = vtgateServes(t)
+	}
+	return s
+}
 
 // Claim inserts the in-flight record. A duplicate key means another
 // transaction holds or held it: read it with a locking read, take it over if
@@ -75,7 +94,7 @@ func (d *mysqlDialect) Schema(t dialect.Table) dialect.Schema { return d.stmts.F
 // InnoDB's variables), so there the session's value is set around the claim
 // and put back after it.
 func (d *mysqlDialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ClaimArgs) (res dialect.ClaimResult, err error) {
-	if d.certified && !inTransaction(q) {
+	if d.guarded && !inTransaction(q) {
 		if err := checkCallerClaim(ctx, q); err != nil {
 			return res, err
 		}
@@ -86,15 +105,12 @@ func (d *mysqlDialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.T
 	if d.perStatementWait {
 		c = d.bounded(t, s, secs)
 	} else {
-		if _, err := execNamed(ctx, q, s.lockWaitSet, sql.Named("seconds", secs)); err != nil {
+		restore, err := d.sessionWait(ctx, q, s, secs)
+		if err != nil {
 			return res, err
 		}
 		defer func() {
-			// The session variable outlives the transaction: always put it
-			// back, even when ctx has ended, within a bound.
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			if _, rerr := q.Exec(rctx, s.lockWaitRestore.SQL); rerr != nil && err == nil {
+			if rerr := restore(); rerr != nil && err == nil {
 				err = rerr
 			}
 		}()
@@ -130,6 +146,26 @@ func (d *mysqlDialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.T
 		return res, dialect.Classified(dialect.ErrSerialization, errors.New("mysql: expired record changed during takeover"))
 	}
 	return dialect.ClaimResult{Won: true}, nil
+}
+
+// sessionWait sets the session's innodb_lock_wait_timeout to secs for the
+// statements that follow (MySQL, which has no SET STATEMENT) and returns
+// what puts it back. The variable outlives the transaction: restore puts it
+// back even when ctx has ended, within a bound. Behind vtgate it does
+// nothing (vitess.go): the wait is the server's.
+func (d *mysqlDialect) sessionWait(ctx context.Context, q dialect.Queryer, s *statements, secs int64) (restore func() error, err error) {
+	if d.vitess {
+		return func() error { return nil }, nil
+	}
+	if _, err := execNamed(ctx, q, s.lockWaitSet, sql.Named("seconds", secs)); err != nil {
+		return nil, err
+	}
+	return func() error {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_, err := q.Exec(rctx, s.lockWaitRestore.SQL)
+		return err
+	}, nil
 }
 
 // Complete stores the response on the in-flight record. A body the server

@@ -23,7 +23,12 @@ import (
 // was rolled back and another node's request did the work) and the COMMIT
 // of nothing succeeds.
 //
-// So on a Galera node every transaction idem begins is guarded:
+// Behind Vitess's vtgate the same happens on purpose: a transaction refused a
+// second shard (transaction_mode SINGLE) is rolled back on every shard, and
+// vtgate's session is then outside any transaction (vitess.go).
+//
+// So on a Galera node and behind vtgate every transaction idem begins is
+// guarded:
 //
 //   - its connection runs with autocommit off while it lasts, so a statement
 //     after an unseen abort opens a new transaction instead of committing
@@ -58,8 +63,8 @@ const txSavepoint = "idem_tx"
 // not have.
 const erSPDoesNotExist = 1305
 
-// errAbortedUnseen: the Galera node rolled the transaction back and no
-// statement reported it; found at COMMIT (its savepoint is gone). Nothing
+// errAbortedUnseen: the Galera node (or vtgate) rolled the transaction back
+// and no statement reported it, or the function swallowed the report; found at COMMIT (its savepoint is gone). Nothing
 // of it is committed; a retry claims again, and replays or does the work.
 var errAbortedUnseen = errors.New("mysql: the transaction was rolled back without any statement reporting it (its savepoint is gone)")
 
@@ -89,8 +94,9 @@ func guardSetup(ctx context.Context, conn *sql.Conn) (func(), error) {
 	}, nil
 }
 
-// guardedTx is a transaction idem began on a Galera node: its Commit first
-// checks that the transaction BEGIN started is still the session's.
+// guardedTx is a transaction idem began on a Galera node or behind vtgate:
+// its Commit first checks that the transaction BEGIN started is still the
+// session's.
 type guardedTx struct {
 	*dialect.SQLTx
 }
@@ -125,14 +131,14 @@ func releaseSavepoint(ctx context.Context, q dialect.Queryer, name string) error
 	return err
 }
 
-// errUnguardedClaim refuses a claim on a Galera node in a transaction Begin
-// did not start.
-var errUnguardedClaim = fmt.Errorf("mysql: %w: on a Galera node a claim in your own transaction needs one the Driver's Begin started "+
+// errUnguardedClaim refuses a claim on a Galera node or behind vtgate in a
+// transaction Begin did not start.
+var errUnguardedClaim = fmt.Errorf("mysql: %w: on a Galera node or behind vtgate a claim in your own transaction needs one the Driver's Begin started "+
 	"(use its Native for your statements and end it with its Commit or Rollback): a transaction the node aborts without telling "+
 	"would otherwise let your writes commit on their own", dialect.ErrInvalidConfig)
 
-// checkCallerClaim refuses, on a Galera node, a claim in a caller's
-// transaction that Begin did not start: its session must run with
+// checkCallerClaim refuses, on a Galera node or behind vtgate, a claim in a
+// caller's transaction that Begin did not start: its session must run with
 // autocommit off and be marked by guardSetup.
 func checkCallerClaim(ctx context.Context, q dialect.Queryer) error {
 	ok, err := queryInt64(ctx, q, "SELECT @@autocommit = 0 AND @idem_guarded <=> 1")

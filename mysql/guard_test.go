@@ -94,7 +94,7 @@ func TestGaleraGuard(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := newDialect(0)
-			d.perStatementWait, d.certified = true, tc.galera
+			d.perStatementWait, d.certified, d.guarded = true, tc.galera, tc.galera
 			r := &recorder{answers: tc.answers}
 			err := tc.call(d, tc.q(r))
 			if tc.want == nil && err != nil || tc.want != nil && !errors.Is(d.Classify(err), tc.want) {

@@ -200,19 +200,18 @@ func (d *mysqlDialect) until(ctx context.Context, q dialect.Queryer, s *leaseSta
 // waitBounded runs fn with InnoDB's lock wait bounded by wait, the way
 // Claim does: on MariaDB fn prefixes its statements with SET STATEMENT; on
 // MySQL the session's innodb_lock_wait_timeout is set around fn and put
-// back.
+// back (sessionWait).
 func (d *mysqlDialect) waitBounded(ctx context.Context, q dialect.Queryer, s *statements, wait time.Duration, fn func(prefix string) error) (err error) {
 	secs := lockWaitSeconds(wait)
 	if d.perStatementWait {
 		return fn("SET STATEMENT innodb_lock_wait_timeout=" + strconv.FormatInt(secs, 10) + " FOR ")
 	}
-	if _, err := execNamed(ctx, q, s.lockWaitSet, sql.Named("seconds", secs)); err != nil {
+	restore, err := d.sessionWait(ctx, q, s, secs)
+	if err != nil {
 		return err
 	}
 	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if _, rerr := q.Exec(rctx, s.lockWaitRestore.SQL); rerr != nil && err == nil {
+		if rerr := restore(); rerr != nil && err == nil {
 			err = rerr
 		}
 	}()

@@ -117,6 +117,9 @@ type Options struct {
 	// configured), sql.LevelReadCommitted, sql.LevelRepeatableRead or
 	// sql.LevelSerializable.
 	Isolation sql.IsolationLevel
+	// Vitess says how idem's tables are routed on a sharded keyspace
+	// behind Vitess's vtgate (vitess.go); ignored elsewhere.
+	Vitess VitessOptions
 }
 
 // Driver runs idem on a *sql.DB opened with github.com/go-sql-driver/mysql.
@@ -149,6 +152,8 @@ type server struct {
 	snapshotIsolation bool
 	// groupMember: a MySQL Group Replication member (grouprepl.go).
 	groupMember bool
+	// vitess: Vitess's vtgate (vitess.go).
+	vitess bool
 }
 
 // New returns a Driver on db, after checking the server (ctx bounds that):
@@ -159,6 +164,10 @@ func New(ctx context.Context, db *sql.DB, opts Options) (*Driver, error) {
 		return nil, err
 	}
 	if err := checkIsolation(opts.Isolation); err != nil {
+		return nil, err
+	}
+	vopts, err := opts.Vitess.withDefaults()
+	if err != nil {
 		return nil, err
 	}
 	srv, err := inspect(ctx, db)
@@ -173,19 +182,33 @@ func New(ctx context.Context, db *sql.DB, opts Options) (*Driver, error) {
 	d.perStatementWait = srv.mariaDB
 	d.causalLookups = srv.mariaDB && srv.galera
 	d.certified = srv.galera
+	d.guarded = srv.galera || srv.vitess
 	d.groupMember = srv.groupMember
 	d.latestLockedReads = srv.mariaDB && srv.snapshotIsolation
+	if srv.vitess {
+		vs, err := inspectVitess(ctx, pool)
+		if err != nil {
+			return nil, err
+		}
+		d.vitess = true
+		if vs.sharded {
+			d.vschema = &vopts
+		}
+	}
 	return &Driver{db: db, level: opts.Isolation, pool: pool, dialect: d}, nil
 }
 
 // inspect reads and checks the server's version and settings.
 func inspect(ctx context.Context, db *sql.DB) (server, error) {
 	var s server
-	err := db.QueryRowContext(ctx, "SELECT VERSION(), @@max_allowed_packet, @@SESSION.sql_mode").Scan(&s.version, &s.maxAllowedPacket, &s.sqlMode)
+	// @@version, not VERSION(): vtgate answers the first itself and sends
+	// the second to a shard's MySQL.
+	err := db.QueryRowContext(ctx, "SELECT @@version, @@max_allowed_packet, @@SESSION.sql_mode").Scan(&s.version, &s.maxAllowedPacket, &s.sqlMode)
 	if err != nil {
 		return s, fmt.Errorf("mysql: inspect server: %w", err)
 	}
 	s.mariaDB = strings.Contains(strings.ToLower(s.version), "mariadb")
+	s.vitess = isVitess(s.version)
 	major, minor, patch := parseVersion(s.version)
 	oldest := [3]int{8, 0, 1}
 	if s.mariaDB {
@@ -258,11 +281,11 @@ func (d *Driver) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.
 		return nil, err
 	}
 	b := dialect.SQLBegin{Options: &sql.TxOptions{Isolation: level}, CommitError: commitError}
-	if !d.dialect.certified || opts.Schema {
+	if !d.dialect.guarded || opts.Schema {
 		// Schema changes commit on their own: not guarded.
 		return dialect.BeginSQL(ctx, d.db, b)
 	}
-	// A Galera node: a guarded transaction (guard.go).
+	// A Galera node or vtgate: a guarded transaction (guard.go).
 	b.OwnConn, b.Setup = true, guardSetup
 	tx, err := dialect.BeginSQL(ctx, d.db, b)
 	if err != nil {

@@ -32,7 +32,8 @@
 // [StartPatroni] starts a three-node Patroni cluster with etcd and HAProxy
 // for one test; [StartGroupReplication] a three-member MySQL Group
 // Replication cluster with MySQL Router for one test. Each runs on Docker
-// networks of its own.
+// networks of its own. [Vitess] starts a vttestserver (a keyspace of two
+// shards behind vtgate), shared by the test binary.
 //
 // Every container and network started here carries the label [Label], so
 // strays left by a killed test binary can be found and removed with
@@ -99,7 +100,7 @@ const (
 // Label is the key of the Docker label set on every container and network
 // this package starts; its value is the backend or cluster: "postgres",
 // "mysql", "nats", "galera", "postgres-replication", "pgbouncer",
-// "patroni", "grouprepl".
+// "patroni", "grouprepl", "vitess".
 const Label = "org.idemkit.idem.test"
 
 // Credentials of the servers started here.
@@ -210,7 +211,7 @@ func MySQL(tb testing.TB) string {
 // fail. Call it after m.Run in TestMain (see [Main]): with Ryuk disabled
 // nothing else removes the containers.
 func Terminate() error {
-	return errors.Join(postgresServer.terminate(), mysqlServer.terminate(), natsServer.terminate(), terminateGalera(), terminatePgBouncers())
+	return errors.Join(postgresServer.terminate(), mysqlServer.terminate(), natsServer.terminate(), vitessServer.terminate(), terminateGalera(), terminatePgBouncers())
 }
 
 // Main runs the tests of m, calls [Terminate], reports its error on stderr,
