@@ -70,7 +70,7 @@ func (d *mysqlDialect) Classify(err error) error {
 		return err
 	}
 	if d != nil && d.vitess {
-		if c, ok := classifyVitess(err, me); ok {
+		if c := classifyVitess(err, me); c != nil {
 			return c
 		}
 	}

@@ -315,22 +315,22 @@ const (
 	erQueryTimeout     = 3024 // vttablet: a query timeout killed the connection
 )
 
-// classifyVitess maps vtgate's own errors; ok is false for the others.
-func classifyVitess(err error, me *mysqldriver.MySQLError) (classified error, ok bool) {
+// classifyVitess maps vtgate's own errors; it returns nil for the others.
+func classifyVitess(err error, me *mysqldriver.MySQLError) error {
 	switch me.Number {
 	case erQueryInterrupted:
 		if strings.Contains(me.Message, "multi-db transaction attempted") {
-			return dialect.Classified(dialect.ErrTxAborted, &crossShardError{err}), true
+			return dialect.Classified(dialect.ErrTxAborted, &crossShardError{err})
 		}
 		// The tablet's transaction killer, a lost connection, or vtgate
 		// rolled the transaction back: a retry begins afresh.
-		return dialect.Classified(dialect.ErrSerialization, err), true
+		return dialect.Classified(dialect.ErrSerialization, err)
 	case erTooManyUserConns:
-		return dialect.Classified(dialect.ErrUnavailable, err), true
+		return dialect.Classified(dialect.ErrUnavailable, err)
 	case erQueryTimeout:
-		return dialect.Classified(dialect.ErrLockTimeout, err), true
+		return dialect.Classified(dialect.ErrLockTimeout, err)
 	}
-	return nil, false
+	return nil
 }
 
 // crossShardError is vtgate's refusal, matching ErrCrossShard.
