@@ -20,7 +20,8 @@ type PurgeResult struct {
 
 // Purge deletes expired records in batches of Config.PurgeBatch, each in its
 // own short READ COMMITTED transaction that skips rows other transactions
-// hold, until a batch finds fewer than a full batch or ctx ends. Between
+// hold, until a batch finds fewer than a full batch (nothing, on a backend
+// whose batches may be partial: dialect.Capabilities) or ctx ends. Between
 // batches it pauses so that it runs only Config.PurgeDutyCycle of the time.
 // A batch that fails with an error a retry may cure is retried like Do's
 // transactions. Run it periodically; bound it with ctx.
@@ -45,7 +46,7 @@ func (s *Store[TTx]) Purge(ctx context.Context) (res PurgeResult, err error) {
 		if s.observing() {
 			s.emit(ctx, Event{Kind: EventPurgeBatch, Rows: n, Batches: res.Batches, Duration: time.Since(started)})
 		}
-		if n < int64(s.cfg.PurgeBatch) {
+		if n == 0 || n < int64(s.cfg.PurgeBatch) && !s.d.Capabilities().PartialPurgeBatches {
 			return res, nil
 		}
 		if d := s.cfg.PurgeDutyCycle; d < 1 {

@@ -11,7 +11,10 @@ import (
 )
 
 // testPurgeBatchSizes: every batch deletes at most Config.PurgeBatch
-// records, and Purge stops after the first batch that was not full.
+// records, and Purge stops after the first batch that was not full, or,
+// where batches may be partial (Capabilities.PartialPurgeBatches), after the
+// first that deleted nothing. The case's records share one scope, so a
+// backend that purges one routing value per batch fills its batches too.
 func testPurgeBatchSizes[TTx any](t *testing.T, b Backend[TTx]) {
 	for _, tc := range []struct {
 		expired, batch, wantBatches int
@@ -37,8 +40,12 @@ func testPurgeBatchSizes[TTx any](t *testing.T, b Backend[TTx]) {
 			if err != nil {
 				e.Fatalf("old-*", "Purge: %v", err)
 			}
-			if res.Deleted != int64(tc.expired) || res.Batches != tc.wantBatches {
-				e.Fatalf("old-*", "Purge = %+v, want %d deleted in %d batches of at most %d", res, tc.expired, tc.wantBatches, tc.batch)
+			want := tc.wantBatches
+			if e.Driver.Dialect().Capabilities().PartialPurgeBatches && tc.expired%tc.batch != 0 {
+				want++ // the short batch, then an empty one
+			}
+			if res.Deleted != int64(tc.expired) || res.Batches != want {
+				e.Fatalf("old-*", "Purge = %+v, want %d deleted in %d batches of at most %d", res, tc.expired, want, tc.batch)
 			}
 			if n := e.Records(); n != 1 {
 				e.Fatalf(live.Key, "records after purge = %d, want only the live one", n)

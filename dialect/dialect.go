@@ -180,6 +180,13 @@ type Capabilities struct {
 	// (MySQL, MariaDB, SQLite), so the function's answer after it is
 	// stored with the rest of its work.
 	FailedStatementAborts bool
+	// PartialPurgeBatches is true when a purge batch may hold fewer than
+	// its limit while other expired records remain: on a sharded database
+	// whose transactions may write on one shard only (Vitess under
+	// transaction_mode SINGLE), a batch deletes the records of one
+	// shard's routing value. Store.Purge then goes on until a batch
+	// deletes nothing, instead of stopping at the first short one.
+	PartialPurgeBatches bool
 }
 
 // State is where a record is in the lifecycle.

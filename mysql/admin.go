@@ -80,6 +80,14 @@ func (d *mysqlDialect) Delete(ctx context.Context, q dialect.Queryer, t dialect.
 	if err != nil {
 		return 0, err
 	}
+	if d.fence != nil {
+		// Behind vtgate the floor is raised on a session of its own
+		// (fenceSession): it must be in place before the delete commits.
+		if err := d.raiseFloor(ctx, q, d.stmts.For(t), token); err != nil {
+			return 0, err
+		}
+		return exec(ctx, q, del, args...)
+	}
 	n, err := exec(ctx, q, del, args...)
 	if err != nil {
 		return 0, err

@@ -29,6 +29,9 @@ const keysMarker = "/* keys */"
 // is taken over with Claim's UPDATE (queries/takeover.sql), in key order.
 // Every statement waits at most the wait bound, as in Claim.
 func (d *mysqlDialect) ClaimBatch(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.BatchClaimArgs) (res []dialect.ClaimResult, err error) {
+	if d.vschema != nil {
+		return dialect.ClaimBatch(ctx, keyByKey{d}, q, t, a)
+	}
 	if d.guarded && !inTransaction(q) {
 		if err := checkCallerClaim(ctx, q); err != nil {
 			return nil, err
@@ -40,7 +43,8 @@ func (d *mysqlDialect) ClaimBatch(ctx context.Context, q dialect.Queryer, t dial
 	if d.perStatementWait {
 		prefix, takeover = d.boundPrefix(secs), d.bounded(t, s, secs).takeover
 	} else {
-		restore, err := d.sessionWait(ctx, q, s, secs)
+		var restore func() error
+		restore, err = d.sessionWait(ctx, q, s, secs)
 		if err != nil {
 			return nil, err
 		}
@@ -158,6 +162,9 @@ const batchCompleteLimit = 1 << 20
 // (queries/complete_batch.sql). A batch whose responses are large (over
 // 1 MiB together, or beyond the server's packet) completes key by key.
 func (d *mysqlDialect) CompleteBatch(ctx context.Context, q dialect.Queryer, t dialect.Table, a []dialect.CompleteArgs) error {
+	if d.vschema != nil {
+		return dialect.CompleteBatch(ctx, keyByKey{d}, q, t, a)
+	}
 	size := 0
 	for _, c := range a {
 		size += len(c.Header) + len(c.Body)
@@ -189,3 +196,9 @@ func (d *mysqlDialect) CompleteBatch(ctx context.Context, q dialect.Queryer, t d
 	}
 	return nil
 }
+
+// keyByKey is the dialect without its batch statements, whose derived table
+// of keys vtgate cannot route to one shard: dialect.ClaimBatch and
+// CompleteBatch then claim and complete key by key, each statement routed
+// to its key's shard (vitess.go).
+type keyByKey struct{ dialect.Dialect }

@@ -41,6 +41,9 @@ type mysqlDialect struct {
 	// nil, routes idem's tables on a sharded keyspace.
 	vitess  bool
 	vschema *VitessOptions
+	// fence, when not nil, is the session of its own that reads and
+	// raises the token floor (fenceSession).
+	fence dialect.Queryer
 	// latestLockedReads: the claim's statements run with
 	// innodb_snapshot_isolation=OFF, so that a loser's locking read (and a
 	// takeover) acts on the latest committed record, as everywhere else,
@@ -68,7 +71,7 @@ func (*mysqlDialect) Name() string { return "mysql" }
 // Capabilities reports row-level locks (a loser waits on the key only) and,
 // on a Galera node, conflicts with other nodes found at COMMIT.
 func (d *mysqlDialect) Capabilities() dialect.Capabilities {
-	return dialect.Capabilities{ConflictsAtCommit: d.certified}
+	return dialect.Capabilities{ConflictsAtCommit: d.certified, PartialPurgeBatches: d.vschema != nil}
 }
 
 // Schema returns the versioned DDL (migrations/*.sql); on a sharded
@@ -105,7 +108,8 @@ func (d *mysqlDialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.T
 	if d.perStatementWait {
 		c = d.bounded(t, s, secs)
 	} else {
-		restore, err := d.sessionWait(ctx, q, s, secs)
+		var restore func() error
+		restore, err = d.sessionWait(ctx, q, s, secs)
 		if err != nil {
 			return res, err
 		}
@@ -277,8 +281,13 @@ func scanRecord(rows dialect.Rows) (rec dialect.Record, expired bool, err error)
 // COMMITTED transaction (where InnoDB takes no gap locks).
 func (d *mysqlDialect) Purge(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.PurgeArgs) (n int64, err error) {
 	s := d.stmts.For(t)
-	rows, err := queryNamed(ctx, q, s.purge, sql.Named("now", clock(a.Now)), sql.Named("limit", a.Limit))
-	if err != nil {
+	var rows dialect.Rows
+	if d.vschema != nil {
+		rows, err = d.purgeRouted(ctx, q, t, a)
+	} else {
+		rows, err = queryNamed(ctx, q, s.purge, sql.Named("now", clock(a.Now)), sql.Named("limit", a.Limit))
+	}
+	if err != nil || rows == nil {
 		return 0, err
 	}
 	var (
@@ -299,14 +308,28 @@ func (d *mysqlDialect) Purge(ctx context.Context, q dialect.Queryer, t dialect.T
 	if err := dialect.CloseRows(rows); err != nil {
 		return 0, err
 	}
+	if d.fence != nil {
+		// Behind vtgate the floor is raised on a session of its own
+		// (fenceSession): it must be in place before the deletes commit.
+		if err := d.raiseFloor(ctx, q, s, highest); err != nil {
+			return 0, err
+		}
+	}
 	for len(keys) > 0 {
 		chunk := keys[:min(len(keys), 2*purgeChunk)]
 		keys = keys[len(chunk):]
-		deleted, err := exec(ctx, q, s.purgeDelete(len(chunk)/2), chunk...)
+		del := s.purgeDelete(len(chunk) / 2)
+		if d.vschema != nil {
+			del = purgeDeleteRouted(s.quoted, len(chunk)/2)
+		}
+		deleted, err := exec(ctx, q, del, chunk...)
 		if err != nil {
 			return 0, err
 		}
 		n += deleted
+	}
+	if d.fence != nil {
+		return n, nil
 	}
 	return n, d.raiseFloor(ctx, q, s, highest)
 }
@@ -319,8 +342,22 @@ func (d *mysqlDialect) raiseFloor(ctx context.Context, q dialect.Queryer, s *sta
 	if token <= 0 {
 		return nil
 	}
-	_, err := execNamed(ctx, q, s.floorRaise, sql.Named("token", token))
+	_, err := execNamed(ctx, d.fenceSession(q), s.floorRaise, sql.Named("token", token))
 	return err
+}
+
+// fenceSession is where the token floor is read and raised: q, the
+// transaction, except on a sharded Vitess keyspace, where the fence lives on
+// the first shard and a statement on it would join that shard to a
+// transaction whose records may be on another. There a session of its own
+// (autocommit) reads it, which sees the latest committed floor, and raises
+// it before the deletes that need it commit; a floor raised for deletes that
+// then roll back only makes later tokens larger.
+func (d *mysqlDialect) fenceSession(q dialect.Queryer) dialect.Queryer {
+	if d.fence != nil {
+		return d.fence
+	}
+	return q
 }
 
 // purgeChunk bounds the keys one DELETE names.

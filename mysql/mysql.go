@@ -193,6 +193,7 @@ func New(ctx context.Context, db *sql.DB, opts Options) (*Driver, error) {
 		d.vitess = true
 		if vs.sharded {
 			d.vschema = &vopts
+			d.fence = pool.Queryer
 		}
 	}
 	return &Driver{db: db, level: opts.Isolation, pool: pool, dialect: d}, nil

@@ -365,3 +365,42 @@ func TestGaleraNode(t *testing.T) {
 		}
 	}
 }
+
+// On MySQL the session's lock wait is put back after every bounded call;
+// when that fails the call fails, so a connection whose short wait stayed
+// set is not taken for a good one.
+func TestLockWaitRestoreFailureReported(t *testing.T) {
+	table, _ := dialect.NewTable("t")
+	catalog := dialect.MustLoadQueries(queries, "queries", table, dialect.Question)
+	now := time.UnixMicro(1_700_000_000_000_000)
+	ctx := context.Background()
+	broken := errors.New("restore failed")
+	for _, tc := range []struct {
+		name    string
+		answers map[string]answer
+		call    func(d *mysqlDialect, q dialect.Queryer) error
+	}{
+		{"Claim", map[string]answer{"claim": {n: 1}}, func(d *mysqlDialect, q dialect.Queryer) error {
+			_, err := d.Claim(ctx, q, table, dialect.ClaimArgs{Scope: "s", Key: "k", Fingerprint: []byte("fp"), Now: now, Retention: time.Hour, WaitBound: time.Second})
+			return err
+		}},
+		{"ClaimBatch", map[string]answer{"peek_batch": {}, "claim_batch": {n: 1}}, func(d *mysqlDialect, q dialect.Queryer) error {
+			_, err := d.ClaimBatch(ctx, q, table, dialect.BatchClaimArgs{Keys: []dialect.BatchKey{{Scope: "s", Key: "k", Fingerprint: []byte("fp")}},
+				Now: now, Retention: time.Hour, WaitBound: time.Second})
+			return err
+		}},
+		{"InsertLease", map[string]answer{"lease_insert": {n: 1}, "floor_read": {rows: [][]any{{int64(2)}}}, "lease_stamp_token": {n: 1}}, func(d *mysqlDialect, q dialect.Queryer) error {
+			_, err := d.InsertLease(ctx, q, table, dialect.LeaseArgs{Scope: "s", Key: "k", Fingerprint: []byte("fp"), Now: now, Retention: time.Hour, Lease: time.Second, WaitBound: time.Second})
+			return err
+		}},
+	} {
+		answers := map[string]answer{"lock_wait_set": {}, "lock_wait_restore": {err: broken}}
+		for k, v := range tc.answers {
+			answers[k] = v
+		}
+		q := &scripted{t: t, catalog: catalog, answers: answers}
+		if err := tc.call(newDialect(0), q); !errors.Is(err, broken) {
+			t.Errorf("%s whose lock wait could not be put back: %v, want the restore's error", tc.name, err)
+		}
+	}
+}

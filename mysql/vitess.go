@@ -67,12 +67,13 @@ import (
 //
 //   - Statements that span shards: a scatter read (admin listing) is
 //     allowed; a DELETE or UPDATE on several shards is refused under
-//     SINGLE, even in autocommit, so Purge, which deletes the expired
-//     records of every shard in one transaction, fails when a batch spans
-//     shards. Lease mode reads the token floor, one row of the fence table
-//     on the first shard, in the lease's transaction; with the savepoint
-//     check below, a transaction that read another shard is refused (see
-//     the guard's limit).
+//     SINGLE, even in autocommit. So a batch (DoBatch) claims and completes
+//     key by key, each statement on its key's shard, and is refused when
+//     its keys live on two shards; Purge deletes one routing value's
+//     expired records per batch (purgeRouted) and goes on until a batch
+//     finds none. The token floor of lease mode (the fence table, on the
+//     first shard) is read and raised on a session of its own, outside the
+//     transaction, which would otherwise span two shards (fenceSession).
 
 // ErrCrossShard marks vtgate's refusal of a write on a second shard in a
 // transaction that already wrote on another (transaction_mode SINGLE):
@@ -276,6 +277,39 @@ func ensureVindexOnce(ctx context.Context, q dialect.Queryer, r route) error {
 	default:
 		return fmt.Errorf("mysql: %w: the VSchema routes %s by %s, the options by %s", dialect.ErrInvalidConfig, r.table, strings.Join(have, ", "), want)
 	}
+}
+
+// purgeRouted locks a purge batch on one shard: the expired records of the
+// routing value (VitessOptions.ShardBy) of the oldest expired record, which
+// a read on the fence session finds across the shards without joining them
+// to the transaction. It returns nil rows when nothing has expired. The
+// DELETE of the keys it returns, all of one routing value, goes to that
+// value's shard; the store goes on to the next value with the next batch
+// (Capabilities.PartialPurgeBatches).
+func (d *mysqlDialect) purgeRouted(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.PurgeArgs) (dialect.Rows, error) {
+	column := "`" + d.vschema.ShardBy + "`"
+	table := "`" + t.Name() + "`"
+	oldest, err := query(ctx, d.fence, "SELECT "+column+" FROM "+table+" WHERE expires_at <= "+now+" ORDER BY expires_at LIMIT 1", clock(a.Now))
+	if err != nil {
+		return nil, err
+	}
+	var route []byte
+	if oldest.Next() {
+		err = oldest.Scan(&route)
+	}
+	if err := errors.Join(err, dialect.CloseRows(oldest)); err != nil || route == nil {
+		return nil, err
+	}
+	return query(ctx, q, "SELECT scope, idem_key, token FROM "+table+" WHERE "+column+" = ? AND expires_at <= "+now+
+		" ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED", route, clock(a.Now), a.Limit)
+}
+
+// purgeDeleteRouted is the DELETE of a routed purge batch's n keys, with a
+// list of row constructors: vtgate routes it by the batch's routing value
+// to one shard (and cannot plan the join of purgeDelete, a multi-table
+// DELETE over a derived table). Arguments: scope and key of each row.
+func purgeDeleteRouted(quoted string, n int) string {
+	return "DELETE FROM " + quoted + " WHERE (scope, idem_key) IN (" + strings.Repeat("(?, ?), ", n-1) + "(?, ?))"
 }
 
 // settleBound bounds vtgateServes's wait.

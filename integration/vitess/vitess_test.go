@@ -74,27 +74,17 @@ func onFirstShard(t *testing.T, q dialect.Queryer, table string) {
 // of two shards yet, each with the reason (mysql/vitess.go says more). They
 // skip, as .ci/skips allows; every other case runs through vtgate.
 var notOnShards = map[string]string{
-	// Lease mode reads the token floor (the fence table, first shard) in
-	// the lease's transaction; a record on the other shard makes it span
-	// two, and the savepoint check before COMMIT is refused (1317).
-	"Lease*":                         "lease mode reads the token floor on the first shard in a transaction whose record may be on the other: the savepoint check before COMMIT is refused (1317) once two shards were touched",
-	"DoLease*":                       "lease mode (DoLease), as Lease*",
-	"Recovery*":                      "lease mode (recovery of leases), as Lease*",
-	"ExpiredLeasesResume":            "lease mode, as Lease*",
-	"ResumeNeverStartsIntention":     "lease mode, as Lease*",
-	"BusyIsNotInFlight":              "lease mode, as Lease*",
-	"History":                        "its workers take leases, as Lease*",
-	"Batch*":                         "a batch's claim joins a derived table of the keys, which vtgate sends to every shard; with the savepoint check the transaction spans two shards and is refused (1317)",
-	"Purge*":                         "a purge deletes the expired records of every shard in one transaction, which vtgate refuses under transaction_mode SINGLE (1317)",
-	"PurgersRace":                    "purge, as Purge*",
 	"WaitBound":                      "behind vtgate a claim waits the server's innodb_lock_wait_timeout (20 s), not Config.WaitBound: setting the session variable in a transaction joins a shard to it",
 	"SubMillisecondWaitBound":        "the wait bound, as WaitBound",
 	"WaitBoundOnlyForClaim":          "the wait bound, as WaitBound",
+	"BatchWaitBound":                 "the wait bound, as WaitBound",
+	"BatchWaitBoundOnlyForClaim":     "the wait bound, as WaitBound; and the case updates the column that routes its effects table, which vtgate refuses (VT12001)",
+	"BatchInvalid":                   "its batch holds one key in two scopes, whose records live on both shards: vtgate refuses the batch (1317), as any batch across shards",
 	"AdminList":                      "its records are in several scopes, on both shards, while the suite keeps their effects in one table on the first shard: the writes span two shards (1317)",
 	"ScopesIsolateKeys":              "its records are in two scopes, as AdminList",
+	"Model":                          "its sequences use several scopes (both shards) with their effects in one table on the first shard, and its reset deletes both shards' records in one transaction",
 	"CompleteFindsNothingRollsBack":  "the case deletes the claimed record by key alone from another session, a DELETE vtgate sends to both shards and refuses under SINGLE",
-	"Model":                          "its reset deletes every record of the table, both shards, in one statement, which vtgate refuses under SINGLE",
-	"MigrateAfterCrashBeforeVersion": "the case forgets versions with one DELETE of several rows of the version table, and drops the tables behind Migrate's back",
+	"MigrateAfterCrashBeforeVersion": "the case forgets versions with a DELETE by a range of versions, which vtgate sends to both shards and refuses under SINGLE",
 	"MigrateUpgradesUnversioned":     "the case creates the first version's table outside Migrate, which the VSchema does not route",
 	"ClaimInReadOnlyTransaction":     "no read-only transaction that Begin starts behind vtgate was tried yet",
 }
