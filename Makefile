@@ -12,8 +12,8 @@ test: ## all tests with -race; builds stand-in database images if no registry
 matrix: ## the backend tests on PostgreSQL 15, 17, 18, MariaDB 10.11, 11.8 and MySQL 9.7 (stand-ins built when missing)
 	./scripts/matrix
 
-clusters: ## the Galera, PostgreSQL failover, PgBouncer, Patroni and Group Replication suites alone (part of ./scripts/test too)
-	./scripts/test ./integration/galera/ ./integration/pgfailover/ ./integration/pgbouncer/ ./integration/patroni/ ./integration/grouprepl/
+clusters: ## the Galera, PostgreSQL failover, PgBouncer, Patroni, Group Replication and Vitess suites alone (part of ./scripts/test too)
+	./scripts/test ./integration/galera/ ./integration/pgfailover/ ./integration/pgbouncer/ ./integration/patroni/ ./integration/grouprepl/ ./integration/vitess/
 
 lint: ## gofmt, go vet and golangci-lint (.golangci.yml) on every module, the layering check
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)

@@ -77,7 +77,8 @@
 //     succeeds. Now and then the server reports that abort to no
 //     statement; only a lease claim checks for it.
 //
-//   - Errors are classified by *mysql.MySQLError numbers, never by text.
+//   - Errors are classified by *mysql.MySQLError numbers, never by text,
+//     but for vtgate's, which share 1317 and 1105 among causes (vitess.go).
 //
 //   - The dialect's statements are sent as text with their values written in
 //     as hexadecimal, integer or NULL literals, so each is one round trip
@@ -95,6 +96,15 @@
 //     since DDL commits on its own here). Store.Migrate takes a named lock
 //     of the session (GET_LOCK) so that several processes may migrate at
 //     once.
+//
+//   - Behind Vitess's vtgate (@@version ends in "-Vitess"), New accepts only
+//     transaction_mode SINGLE, under which a transaction that writes on a
+//     second shard is refused (ErrCrossShard) and rolled back whole. On a
+//     sharded keyspace Migrate routes idem's tables in the VSchema
+//     (VitessOptions): keep each record on the shard of the effect it
+//     protects by routing your tables by the same value. The function may
+//     read and write only that shard; the claim waits the server's
+//     innodb_lock_wait_timeout. vitess.go and docs/clusters.md say the rest.
 package mysql
 
 import (
@@ -118,7 +128,8 @@ type Options struct {
 	// sql.LevelSerializable.
 	Isolation sql.IsolationLevel
 	// Vitess says how idem's tables are routed on a sharded keyspace
-	// behind Vitess's vtgate (vitess.go); ignored elsewhere.
+	// behind Vitess's vtgate (vitess.go). New checks it everywhere; only
+	// vtgate uses it.
 	Vitess VitessOptions
 }
 
@@ -262,15 +273,16 @@ func (d *Driver) Pool() dialect.Queryer { return d.pool }
 
 // Wrap adapts a *sql.Tx the caller began on this database, for
 // Store.Claim. It returns an error wrapping ErrBadTx for a nil transaction;
-// statements on a finished one fail with ErrTxDone. On a Galera node a
-// claim needs a transaction Begin started (guard.go); in any other it is
-// refused with ErrInvalidConfig.
+// statements on a finished one fail with ErrTxDone. On a Galera node and
+// behind vtgate a claim needs a transaction Begin started (guard.go); in
+// any other it is refused with ErrInvalidConfig.
 func (d *Driver) Wrap(tx *sql.Tx) (dialect.Queryer, error) { return dialect.NewSQLQueryer(tx) }
 
 // Begin starts a transaction at the asked isolation level (the configured
 // one by default), on any connection of the pool. A COMMIT lost with its
-// connection is reported as ErrCommitUnknown. On a Galera node the
-// transaction is guarded against an abort the node reports to no statement
+// connection is reported as ErrCommitUnknown (behind vtgate, any server
+// error from COMMIT too). On a Galera node and behind vtgate the
+// transaction is guarded against a rollback no statement reported
 // (guard.go): its session runs with autocommit off, and COMMIT is sent only
 // once the transaction is known to be the one BEGIN started. Begin it so for
 // Store.Claim too: Native gives the *sql.Tx for your statements, but end the
@@ -282,6 +294,9 @@ func (d *Driver) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.
 		return nil, err
 	}
 	b := dialect.SQLBegin{Options: &sql.TxOptions{Isolation: level}, CommitError: commitError}
+	if d.dialect.vitess {
+		b.CommitError = vitessCommitError
+	}
 	if !d.dialect.guarded || opts.Schema {
 		// Schema changes commit on their own: not guarded.
 		return dialect.BeginSQL(ctx, d.db, b)

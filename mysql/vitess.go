@@ -32,12 +32,12 @@ import (
 //     table's vindexes first (Schema.Prepare), and refuses a table routed
 //     otherwise. Unsharded keyspaces need no VSchema.
 //
-//   - Atomicity. New refuses vtgate's transaction_mode MULTI, under which a
-//     transaction that writes on two shards commits on each separately:
-//     a record could commit without its effect. SINGLE refuses the second
-//     shard's write (1317, "multi-db transaction attempted", ErrCrossShard)
-//     and rolls the whole transaction back; TWOPC commits both atomically.
-//     Reads on other shards are allowed.
+//   - Atomicity. New accepts only vtgate's transaction_mode SINGLE, which
+//     refuses a second shard's write (1317, "multi-db transaction
+//     attempted", ErrCrossShard) and rolls the whole transaction back.
+//     MULTI commits each shard separately, so a record could commit without
+//     its effect; TWOPC (atomic across shards) is untested here, since it
+//     needs semi-sync replication, which vttestserver lacks.
 //
 //   - After that refusal vtgate's session is outside any transaction, and
 //     a function that swallows the error would run its next statements in
@@ -76,10 +76,14 @@ import (
 //     transaction, which would otherwise span two shards (fenceSession).
 
 // ErrCrossShard marks vtgate's refusal of a write on a second shard in a
-// transaction that already wrote on another (transaction_mode SINGLE):
-// vtgate rolled the whole transaction back. A function that writes beside
-// its record on another shard gets it; Do returns it unchanged and stores
-// nothing. Route the effect's table so that it lives on the record's shard.
+// transaction that already wrote on another (transaction_mode SINGLE), or
+// of the savepoint check before COMMIT in a transaction that read a second
+// shard: vtgate rolled the whole transaction back. Classify matches it. A
+// function that writes beside its record on another shard gets the
+// refusal, and Do returns the function's error unchanged, having stored
+// nothing: test it with errors.Is(driver.Dialect().Classify(err),
+// mysql.ErrCrossShard). Route the effect's table so that it lives on the
+// record's shard.
 var ErrCrossShard = errors.New("mysql: vtgate refused a write on a second shard of the transaction (transaction_mode SINGLE) and rolled it back")
 
 // VitessOptions say how idem's tables are routed on a sharded Vitess
@@ -150,10 +154,15 @@ func inspectVitess(ctx context.Context, q dialect.Queryer) (vitessSession, error
 	if err != nil {
 		return v, fmt.Errorf("mysql: read vtgate's transaction mode: %w", err)
 	}
-	if !strings.EqualFold(mode, "SINGLE") && !strings.EqualFold(mode, "TWOPC") {
+	switch strings.ToUpper(mode) {
+	case "SINGLE":
+	case "TWOPC":
+		return v, fmt.Errorf("mysql: %w: vtgate's transaction_mode is TWOPC, which idem has not been tested with (it needs semi-sync "+
+			"replication, which vttestserver lacks); use SINGLE (vtgate's --transaction-mode, or transaction_mode=%%27SINGLE%%27 in the DSN)", dialect.ErrInvalidConfig)
+	default:
 		return v, fmt.Errorf("mysql: %w: vtgate's transaction_mode is %s, under which a transaction that writes on two shards commits on each "+
 			"separately, so a record could commit without its effect; use SINGLE (vtgate's --transaction-mode, or transaction_mode=%%27SINGLE%%27 "+
-			"in the DSN) or TWOPC", dialect.ErrInvalidConfig, mode)
+			"in the DSN)", dialect.ErrInvalidConfig, mode)
 	}
 	if v.keyspace == "" {
 		return v, fmt.Errorf("mysql: %w: the DSN names no keyspace (vtgate's database)", dialect.ErrInvalidConfig)
@@ -319,19 +328,25 @@ const settleBound = 2 * time.Minute
 // of the table's latest schema, through vtgate, until vtgate no longer
 // refuses one as unknown (1054): vtgate tracks the tables' columns and
 // learns those an ALTER TABLE added from the tablets a moment later.
+//
+// The probe names every column of the latest migration (migrations/*.sql):
+// a migration that adds one adds it here.
 func vtgateServes(t dialect.Table) func(context.Context, dialect.Queryer) error {
 	probe := "SELECT scope, idem_key, fingerprint, status, header, body, created_at, expires_at, token, lease_until, step, step_data FROM `" +
 		t.Name() + "` WHERE scope = '' AND idem_key = ''"
 	return func(ctx context.Context, q dialect.Queryer) error {
-		ctx, cancel := context.WithTimeout(ctx, settleBound)
+		bounded, cancel := context.WithTimeout(ctx, settleBound)
 		defer cancel()
 		for {
-			_, err := q.Exec(ctx, probe)
+			_, err := q.Exec(bounded, probe)
 			if !isNumber(err, erBadFieldError) {
 				return err
 			}
 			select {
-			case <-ctx.Done():
+			case <-bounded.Done():
+				if ctx.Err() != nil {
+					return fmt.Errorf("mysql: waiting for vtgate to learn %s's columns: %w (last: %w)", t.Name(), ctx.Err(), err)
+				}
 				return fmt.Errorf("mysql: vtgate did not learn %s's columns within %s: %w", t.Name(), settleBound, err)
 			case <-time.After(50 * time.Millisecond):
 			}
@@ -365,6 +380,23 @@ func classifyVitess(err error, me *mysqldriver.MySQLError) error {
 		return dialect.Classified(dialect.ErrLockTimeout, err)
 	}
 	return nil
+}
+
+// vitessCommitError classifies an error from COMMIT behind vtgate. vtgate
+// reports a tablet's lost connection to its MySQL, a deadline passed and a
+// transaction the tablet ended alike (1317, or 3024), and may do so after
+// the shard committed: any server error there leaves the outcome unknown,
+// but the refusal of a second shard, which vtgate checks before it sends
+// COMMIT. Errors of the connection are commitError's.
+func vitessCommitError(err error) error {
+	var me *mysqldriver.MySQLError
+	if !errors.As(err, &me) {
+		return commitError(err)
+	}
+	if c := classifyVitess(err, me); c != nil && errors.Is(c, ErrCrossShard) {
+		return c
+	}
+	return dialect.Classified(dialect.ErrCommitUnknown, err)
 }
 
 // crossShardError is vtgate's refusal, matching ErrCrossShard.

@@ -1,8 +1,11 @@
 package mysql
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"strings"
 	"testing"
 
 	mysqldriver "github.com/go-sql-driver/mysql"
@@ -100,4 +103,65 @@ func TestStaleVSchema(t *testing.T) {
 			t.Errorf("%v taken for the stale-VSchema refusal", err)
 		}
 	}
+}
+
+// Behind vtgate any server error from COMMIT leaves the outcome unknown,
+// but the refusal of a second shard, which vtgate makes before it commits.
+func TestVitessCommitError(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want error
+	}{
+		{&mysqldriver.MySQLError{Number: 1317, Message: "vttablet: rpc error: code = Canceled desc = context canceled"}, dialect.ErrCommitUnknown},
+		{&mysqldriver.MySQLError{Number: 3024, Message: "Query execution was interrupted, maximum statement execution time exceeded"}, dialect.ErrCommitUnknown},
+		{&mysqldriver.MySQLError{Number: 1213, Message: "Deadlock found"}, dialect.ErrCommitUnknown},
+		{&mysqldriver.MySQLError{Number: 1317, Message: "multi-db transaction attempted: [...]"}, ErrCrossShard},
+		{mysqldriver.ErrInvalidConn, dialect.ErrCommitUnknown},
+	} {
+		if got := vitessCommitError(tc.err); !errors.Is(got, tc.want) || !errors.Is(got, tc.err) {
+			t.Errorf("COMMIT failed with %v: %v, want %v wrapping it", tc.err, got, tc.want)
+		}
+	}
+}
+
+// vtgateServes's probe names every column the migrations create, so that
+// Migrate waits for vtgate to learn the last one added.
+func TestSettleProbeNamesEveryColumn(t *testing.T) {
+	table, _ := dialect.NewTable("t")
+	var ddl strings.Builder
+	for _, m := range newDialect(0).Schema(table).Migrations {
+		for _, stmt := range m.Statements {
+			// The record table's, not the fence's.
+			if strings.Contains(stmt, "TABLE IF NOT EXISTS `t`") || strings.Contains(stmt, "ALTER TABLE `t`") {
+				ddl.WriteString(stmt + "\n")
+			}
+		}
+	}
+	probe := &recordingQueryer{}
+	if err := vtgateServes(table)(context.Background(), probe); err != nil {
+		t.Fatal(err)
+	}
+	column := regexp.MustCompile(`(?m)^\s+(?:ADD COLUMN )?([a-z_]+)\s+(?:VARBINARY|BINARY|SMALLINT|MEDIUMBLOB|LONGBLOB|DATETIME|BIGINT)`)
+	found := 0
+	for _, m := range column.FindAllStringSubmatch(ddl.String(), -1) {
+		if !strings.Contains(probe.sql, m[1]) {
+			t.Errorf("column %s of the migrations is not in the probe %q", m[1], probe.sql)
+		}
+		found++
+	}
+	if found < 12 {
+		t.Fatalf("found %d columns in the migrations, want the record table's 12: the pattern is broken", found)
+	}
+}
+
+// recordingQueryer answers every statement with nothing, keeping the last.
+type recordingQueryer struct{ sql string }
+
+func (r *recordingQueryer) Exec(_ context.Context, query string, _ ...any) (int64, error) {
+	r.sql = query
+	return 0, nil
+}
+
+func (r *recordingQueryer) Query(context.Context, string, ...any) (dialect.Rows, error) {
+	return nil, errors.New("not scripted")
 }

@@ -185,11 +185,15 @@ func TestCrossShardRefused(t *testing.T) {
 }
 
 // New refuses vtgate's transaction_mode MULTI, under which a record could
-// commit on one shard without its effect on another.
-func TestNewRefusesMulti(t *testing.T) {
+// commit on one shard without its effect on another, and TWOPC, untested
+// (vttestserver cannot run it).
+func TestNewRefusesOtherTransactionModes(t *testing.T) {
 	_, err := mysql.New(t.Context(), open(t, "transaction_mode=%27MULTI%27"), mysql.Options{})
 	if !errors.Is(err, idem.ErrInvalidConfig) || !strings.Contains(err.Error(), "MULTI") {
 		t.Fatalf("New on a MULTI session: %v, want ErrInvalidConfig naming MULTI", err)
+	}
+	if _, err := mysql.New(t.Context(), open(t, "transaction_mode=%27TWOPC%27"), mysql.Options{}); !errors.Is(err, idem.ErrInvalidConfig) || !strings.Contains(err.Error(), "TWOPC") {
+		t.Fatalf("New on a TWOPC session: %v, want ErrInvalidConfig naming TWOPC", err)
 	}
 }
 
