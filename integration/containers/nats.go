@@ -101,13 +101,9 @@ func startNATS(ctx context.Context, image string) (testcontainers.Container, str
 		}
 		return ctr, "", err
 	}
-	host, err := ctr.Host(ctx)
+	host, port, err := endpoint(ctx, ctr, "4222/tcp")
 	if err != nil {
-		return ctr, "", fmt.Errorf("host: %w", err)
+		return ctr, "", err
 	}
-	port, err := ctr.MappedPort(ctx, "4222/tcp")
-	if err != nil {
-		return ctr, "", fmt.Errorf("mapped port: %w", err)
-	}
-	return ctr, fmt.Sprintf("nats://%s:%s", host, port.Port()), nil
+	return ctr, fmt.Sprintf("nats://%s:%s", host, port), nil
 }

@@ -65,12 +65,15 @@ func Vitess(tb testing.TB) string {
 	return vitessServer.dsnFor(tb)
 }
 
+// vitessDSN is the DSN of vtgate at host:port, keyspace VitessKeyspace.
+func vitessDSN(host, port string) string {
+	return fmt.Sprintf("root@tcp(%s)/%s", net.JoinHostPort(host, port), VitessKeyspace)
+}
+
 func startVitess(ctx context.Context, image string) (testcontainers.Container, string, error) {
 	gate := fmt.Sprintf("%d/tcp", vitessPort+3)
 	loopback := []network.PortBinding{{HostIP: netip.MustParseAddr("127.0.0.1")}}
-	dsnFor := func(host string, port network.Port) string {
-		return fmt.Sprintf("root@tcp(%s)/%s", net.JoinHostPort(host, port.Port()), VitessKeyspace)
-	}
+	dsnFor := func(host string, port network.Port) string { return vitessDSN(host, port.Port()) }
 	ctr, err := testcontainers.Run(ctx, image,
 		testcontainers.WithEnv(map[string]string{
 			"PORT":            fmt.Sprint(vitessPort),
@@ -98,13 +101,9 @@ func startVitess(ctx context.Context, image string) (testcontainers.Container, s
 		}
 		return ctr, "", err
 	}
-	host, err := ctr.Host(ctx)
+	host, port, err := endpoint(ctx, ctr, gate)
 	if err != nil {
-		return ctr, "", fmt.Errorf("host: %w", err)
+		return ctr, "", err
 	}
-	port, err := ctr.MappedPort(ctx, gate)
-	if err != nil {
-		return ctr, "", fmt.Errorf("mapped port: %w", err)
-	}
-	return ctr, dsnFor(host, port), nil
+	return ctr, vitessDSN(host, port), nil
 }

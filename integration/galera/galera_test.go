@@ -9,7 +9,6 @@ package galera_test
 import (
 	"context"
 	"database/sql"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,9 +20,6 @@ import (
 
 func TestMain(m *testing.M) { containers.Main(m) }
 
-// pools holds one *sql.DB per node and DSN parameters, shared by every test.
-var pools sync.Map // dsn -> *sql.DB
-
 // open returns the shared pool of node with the given DSN parameters.
 func open(t *testing.T, node *containers.GaleraNode, params string) *sql.DB {
 	t.Helper()
@@ -31,20 +27,7 @@ func open(t *testing.T, node *containers.GaleraNode, params string) *sql.DB {
 	if params != "" {
 		dsn += "&" + params
 	}
-	if db, ok := pools.Load(dsn); ok {
-		return db.(*sql.DB)
-	}
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.SetMaxOpenConns(40)
-	db.SetMaxIdleConns(40)
-	actual, loaded := pools.LoadOrStore(dsn, db)
-	if loaded {
-		db.Close()
-	}
-	return actual.(*sql.DB)
+	return containers.SharedDB(t, dsn)
 }
 
 // newDriver returns a driver on node's pool with the given DSN parameters.

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,26 +20,9 @@ import (
 
 func TestMain(m *testing.M) { containers.Main(m) }
 
-// pools holds one *sql.DB per DSN variant, shared by every test.
-var pools sync.Map // dsn -> *sql.DB
-
 func open(t *testing.T, params string) *sql.DB {
 	t.Helper()
-	dsn := containers.MySQL(t) + "?" + params
-	if db, ok := pools.Load(dsn); ok {
-		return db.(*sql.DB)
-	}
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.SetMaxOpenConns(40)
-	db.SetMaxIdleConns(40)
-	actual, loaded := pools.LoadOrStore(dsn, db)
-	if loaded {
-		db.Close()
-	}
-	return actual.(*sql.DB)
+	return containers.SharedDB(t, containers.MySQL(t)+"?"+params)
 }
 
 func newDriver(t *testing.T, params string, opts mysql.Options) *mysql.Driver {

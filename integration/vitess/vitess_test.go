@@ -9,7 +9,6 @@ import (
 	"database/sql"
 	"path"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,26 +26,9 @@ func TestMain(m *testing.M) { containers.Main(m) }
 // transaction; New refuses vttestserver's default, MULTI.
 const single = "transaction_mode=%27SINGLE%27"
 
-// pools holds one *sql.DB per DSN variant, shared by every test.
-var pools sync.Map // dsn -> *sql.DB
-
 func open(t *testing.T, params string) *sql.DB {
 	t.Helper()
-	dsn := containers.Vitess(t) + "?" + params
-	if db, ok := pools.Load(dsn); ok {
-		return db.(*sql.DB)
-	}
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.SetMaxOpenConns(40)
-	db.SetMaxIdleConns(40)
-	actual, loaded := pools.LoadOrStore(dsn, db)
-	if loaded {
-		db.Close()
-	}
-	return actual.(*sql.DB)
+	return containers.SharedDB(t, containers.Vitess(t)+"?"+params)
 }
 
 func newDriver(t *testing.T, opts mysql.Options) *mysql.Driver {
