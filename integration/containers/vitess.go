@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,8 +19,9 @@ import (
 const (
 	// EnvVitessDSN names a vtgate to use instead of a container
 	// (go-sql-driver/mysql form, no parameters): its default keyspace must
-	// be VitessKeyspace's equal, sharded in two (-80, 80-), and its users
-	// allowed to run ALTER VSCHEMA.
+	// be VitessKeyspace's equal, sharded in two (-80, 80-), beside an
+	// unsharded VitessUnsharded, and its users allowed to run ALTER
+	// VSCHEMA.
 	EnvVitessDSN = "IDEM_VITESS_DSN"
 	// EnvVitessImage names the vttestserver image (default
 	// DefaultVitessImage); it must follow the contract of the official
@@ -35,6 +37,10 @@ const DefaultVitessImage = "vitess/vttestserver:v24.0.4-mysql84"
 // two (-80 and 80-). Its VSchema is {"sharded": true} at start: tables get
 // their vindexes through ALTER VSCHEMA, which every user may run.
 const VitessKeyspace = "idem"
+
+// VitessUnsharded is the server's second keyspace, of one shard: tables
+// there need no VSchema.
+const VitessUnsharded = "solo"
 
 // vitessPort is the base port inside the container (the image's PORT);
 // vtgate's MySQL protocol port is three above it.
@@ -70,6 +76,14 @@ func vitessDSN(host, port string) string {
 	return fmt.Sprintf("root@tcp(%s)/%s", net.JoinHostPort(host, port), VitessKeyspace)
 }
 
+// VitessIn returns the DSN of [Vitess]'s vtgate with database, a keyspace
+// (VitessUnsharded) or a shard as a target ("idem:-80": statements go to
+// that shard as they are).
+func VitessIn(tb testing.TB, database string) string {
+	tb.Helper()
+	return strings.TrimSuffix(Vitess(tb), "/"+VitessKeyspace) + "/" + database
+}
+
 func startVitess(ctx context.Context, image string) (testcontainers.Container, string, error) {
 	gate := fmt.Sprintf("%d/tcp", vitessPort+3)
 	loopback := []network.PortBinding{{HostIP: netip.MustParseAddr("127.0.0.1")}}
@@ -77,8 +91,8 @@ func startVitess(ctx context.Context, image string) (testcontainers.Container, s
 	ctr, err := testcontainers.Run(ctx, image,
 		testcontainers.WithEnv(map[string]string{
 			"PORT":            fmt.Sprint(vitessPort),
-			"KEYSPACES":       VitessKeyspace,
-			"NUM_SHARDS":      "2",
+			"KEYSPACES":       VitessKeyspace + "," + VitessUnsharded,
+			"NUM_SHARDS":      "2,1",
 			"MYSQL_BIND_HOST": "0.0.0.0",
 		}),
 		testcontainers.WithExposedPorts(gate),

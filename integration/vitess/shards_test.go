@@ -25,8 +25,7 @@ const tenantA, tenantB = "a", "b"
 // as they are (vtgate's USE keyspace:shard target), to see where rows live.
 func shardDB(t *testing.T, shard string) *sql.DB {
 	t.Helper()
-	dsn := strings.TrimSuffix(containers.Vitess(t), "/"+containers.VitessKeyspace) + "/" + containers.VitessKeyspace + ":" + shard
-	db, err := sql.Open("mysql", dsn)
+	db, err := sql.Open("mysql", containers.VitessIn(t, containers.VitessKeyspace+":"+shard))
 	if err != nil {
 		t.Fatal(err)
 	}

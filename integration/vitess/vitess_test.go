@@ -53,14 +53,12 @@ func onFirstShard(t *testing.T, q dialect.Queryer, table string) {
 }
 
 // notOnShards names the conformance cases that do not hold on a keyspace
-// of two shards yet, each with the reason (mysql/vitess.go says more). They
-// skip, as .ci/skips allows; every other case runs through vtgate.
+// of two shards, beside those of notBehindVtgate, each with the reason
+// (mysql/vitess.go says more): cases that write or delete across shards
+// themselves. They skip, as .ci/skips allows; every other case runs
+// through vtgate, and TestConformanceUnsharded runs these too.
 var notOnShards = map[string]string{
-	"WaitBound":                      "behind vtgate a claim waits the server's innodb_lock_wait_timeout (20 s), not Config.WaitBound: setting the session variable in a transaction joins a shard to it",
-	"SubMillisecondWaitBound":        "the wait bound, as WaitBound",
-	"WaitBoundOnlyForClaim":          "the wait bound, as WaitBound",
-	"BatchWaitBound":                 "the wait bound, as WaitBound",
-	"BatchWaitBoundOnlyForClaim":     "the wait bound, as WaitBound; and the case updates the column that routes its effects table, which vtgate refuses (VT12001)",
+	"BatchWaitBoundOnlyForClaim":     "the case updates the column that routes its effects table, which vtgate refuses (VT12001); and the wait bound, as notBehindVtgate says",
 	"BatchInvalid":                   "its batch holds one key in two scopes, whose records live on both shards: vtgate refuses the batch (1317), as any batch across shards",
 	"AdminList":                      "its records are in several scopes, on both shards, while the suite keeps their effects in one table on the first shard: the writes span two shards (1317)",
 	"ScopesIsolateKeys":              "its records are in two scopes, as AdminList",
@@ -68,12 +66,15 @@ var notOnShards = map[string]string{
 	"CompleteFindsNothingRollsBack":  "the case deletes the claimed record by key alone from another session, a DELETE vtgate sends to both shards and refuses under SINGLE",
 	"MigrateAfterCrashBeforeVersion": "the case forgets versions with a DELETE by a range of versions, which vtgate sends to both shards and refuses under SINGLE",
 	"MigrateUpgradesUnversioned":     "the case creates the first version's table outside Migrate, which the VSchema does not route",
-	"ClaimInReadOnlyTransaction":     "no read-only transaction that Begin starts behind vtgate was tried yet",
 }
 
-// skipIfNotOnShards skips t when its case is in notOnShards.
+// skipIfNotOnShards skips t when its case is in notBehindVtgate or
+// notOnShards.
 func skipIfNotOnShards(t *testing.T) {
 	name := caseName(t)
+	if reason, ok := notBehindVtgate[name]; ok {
+		t.Skipf("not behind vtgate yet: %s", reason)
+	}
 	for pattern, reason := range notOnShards {
 		if ok, _ := path.Match(pattern, name); ok {
 			t.Skipf("not on a sharded keyspace yet: %s", reason)
