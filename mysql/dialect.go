@@ -41,9 +41,9 @@ type mysqlDialect struct {
 	// nil, routes idem's tables on a sharded keyspace.
 	vitess  bool
 	vschema *VitessOptions
-	// fence, when not nil, is the session of its own that reads and
-	// raises the token floor (fenceSession).
-	fence dialect.Queryer
+	// fence, when not nil, is the connection of its own that reads and
+	// raises the token floor (fenceSession, fence.go).
+	fence *fenceSession
 	// latestLockedReads: the claim's statements run with
 	// innodb_snapshot_isolation=OFF, so that a loser's locking read (and a
 	// takeover) acts on the latest committed record, as everywhere else,
@@ -280,20 +280,33 @@ func scanRecord(rows dialect.Rows) (rec dialect.Record, expired bool, err error)
 // waits on a claim, and deletes them by primary key, in the core's READ
 // COMMITTED transaction (where InnoDB takes no gap locks).
 func (d *mysqlDialect) Purge(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.PurgeArgs) (n int64, err error) {
-	s := d.stmts.For(t)
-	var rows dialect.Rows
 	if d.vschema != nil {
-		rows, err = d.purgeRouted(ctx, q, t, a)
-	} else {
-		rows, err = queryNamed(ctx, q, s.purge, sql.Named("now", clock(a.Now)), sql.Named("limit", a.Limit))
+		return d.purgeRouted(ctx, q, t, a)
 	}
-	if err != nil || rows == nil {
+	s := d.stmts.For(t)
+	rows, err := queryNamed(ctx, q, s.purge, sql.Named("now", clock(a.Now)), sql.Named("limit", a.Limit))
+	if err != nil {
 		return 0, err
 	}
-	var (
-		keys    []any // scope, key, scope, key, ...
-		highest int64 // the largest token among them
-	)
+	keys, highest, err := scanPurgeBatch(rows)
+	if err != nil {
+		return 0, err
+	}
+	for len(keys) > 0 {
+		chunk := keys[:min(len(keys), 2*purgeChunk)]
+		keys = keys[len(chunk):]
+		deleted, err := exec(ctx, q, s.purgeDelete(len(chunk)/2), chunk...)
+		if err != nil {
+			return 0, err
+		}
+		n += deleted
+	}
+	return n, d.raiseFloor(ctx, q, s, highest)
+}
+
+// scanPurgeBatch reads a purge batch's locked records: their keys (scope,
+// key, scope, key, ...) and the largest token among them.
+func scanPurgeBatch(rows dialect.Rows) (keys []any, highest int64, err error) {
 	for rows.Next() {
 		var (
 			scope, key []byte
@@ -301,37 +314,11 @@ func (d *mysqlDialect) Purge(ctx context.Context, q dialect.Queryer, t dialect.T
 		)
 		if err := rows.Scan(&scope, &key, &token); err != nil {
 			rows.Close()
-			return 0, err
+			return nil, 0, err
 		}
 		keys, highest = append(keys, scope, key), max(highest, token)
 	}
-	if err := dialect.CloseRows(rows); err != nil {
-		return 0, err
-	}
-	if d.fence != nil {
-		// Behind vtgate the floor is raised on a session of its own
-		// (fenceSession): it must be in place before the deletes commit.
-		if err := d.raiseFloor(ctx, q, s, highest); err != nil {
-			return 0, err
-		}
-	}
-	for len(keys) > 0 {
-		chunk := keys[:min(len(keys), 2*purgeChunk)]
-		keys = keys[len(chunk):]
-		del := s.purgeDelete(len(chunk) / 2)
-		if d.vschema != nil {
-			del = purgeDeleteRouted(s.quoted, len(chunk)/2)
-		}
-		deleted, err := exec(ctx, q, del, chunk...)
-		if err != nil {
-			return 0, err
-		}
-		n += deleted
-	}
-	if d.fence != nil {
-		return n, nil
-	}
-	return n, d.raiseFloor(ctx, q, s, highest)
+	return keys, highest, dialect.CloseRows(rows)
 }
 
 // raiseFloor raises the token floor to token, the largest token a delete
@@ -349,10 +336,10 @@ func (d *mysqlDialect) raiseFloor(ctx context.Context, q dialect.Queryer, s *sta
 // fenceSession is where the token floor is read and raised: q, the
 // transaction, except on a sharded Vitess keyspace, where the fence lives on
 // the first shard and a statement on it would join that shard to a
-// transaction whose records may be on another. There a session of its own
-// (autocommit) reads it, which sees the latest committed floor, and raises
-// it before the deletes that need it commit; a floor raised for deletes that
-// then roll back only makes later tokens larger.
+// transaction whose records may be on another. There a connection of its own
+// (fence.go) reads it in autocommit, seeing the latest committed floor, and
+// raises it before the deletes that need it commit; a floor raised for
+// deletes that then roll back only makes later tokens larger.
 func (d *mysqlDialect) fenceSession(q dialect.Queryer) dialect.Queryer {
 	if d.fence != nil {
 		return d.fence

@@ -54,7 +54,11 @@ func leaseArgs(a dialect.LeaseArgs, retention bool) []sql.NamedArg {
 // now that the row is held: every delete of the key's earlier records has
 // committed.
 func (d *mysqlDialect) stampToken(ctx context.Context, q dialect.Queryer, s *statements, scope, key string) error {
-	floor, err := queryInt64(ctx, d.fenceSession(q), s.floorRead.SQL)
+	read := s.floorRead.SQL
+	if d.fence != nil {
+		read = uncached(read)
+	}
+	floor, err := queryInt64(ctx, d.fenceSession(q), read)
 	if err != nil {
 		return err
 	}

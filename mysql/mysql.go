@@ -203,8 +203,11 @@ func New(ctx context.Context, db *sql.DB, opts Options) (*Driver, error) {
 		}
 		d.vitess = true
 		if vs.sharded {
-			d.vschema = &vopts
-			d.fence = pool.Queryer
+			fence, err := newFenceSession(ctx, db)
+			if err != nil {
+				return nil, err
+			}
+			d.vschema, d.fence = &vopts, fence
 		}
 	}
 	return &Driver{db: db, level: opts.Isolation, pool: pool, dialect: d}, nil
@@ -259,6 +262,17 @@ func versionAtLeast(v, oldest [3]int) bool {
 		}
 	}
 	return true
+}
+
+// Close gives back the connection New reserved behind vtgate on a sharded
+// keyspace (for the lease token floor); elsewhere it does nothing. The
+// *sql.DB stays open, and the driver must not be used afterwards. Make one
+// Driver per database and process, as a *sql.DB, and Close it when done.
+func (d *Driver) Close() error {
+	if d.dialect.fence == nil {
+		return nil
+	}
+	return d.dialect.fence.close()
 }
 
 // DB returns the *sql.DB the driver runs on, as New was given it.

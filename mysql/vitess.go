@@ -288,37 +288,68 @@ func ensureVindexOnce(ctx context.Context, q dialect.Queryer, r route) error {
 	}
 }
 
-// purgeRouted locks a purge batch on one shard: the expired records of the
-// routing value (VitessOptions.ShardBy) of the oldest expired record, which
-// a read on the fence session finds across the shards without joining them
-// to the transaction. It returns nil rows when nothing has expired. The
-// DELETE of the keys it returns, all of one routing value, goes to that
-// value's shard; the store goes on to the next value with the next batch
-// (Capabilities.PartialPurgeBatches).
-func (d *mysqlDialect) purgeRouted(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.PurgeArgs) (dialect.Rows, error) {
-	column := "`" + d.vschema.ShardBy + "`"
-	table := "`" + t.Name() + "`"
-	oldest, err := query(ctx, d.fence, "SELECT "+column+" FROM "+table+" WHERE expires_at <= "+now+" ORDER BY expires_at LIMIT 1", clock(a.Now))
+// purgeRouted is Purge on a sharded keyspace: one batch on one shard, the
+// expired records of the routing value (VitessOptions.ShardBy) of the oldest
+// expired record, which a read on the fence session finds across the shards
+// without joining them to the transaction. Up to a.Limit of them are locked
+// (SKIP LOCKED), the token floor is raised on the fence session, then they
+// are deleted by primary key: the routing value and a list of the other
+// key column's values. The store goes on to the next value with the next
+// batch (Capabilities.PartialPurgeBatches). When every expired record of
+// that value is locked, the batch is empty and the purge ends early; the
+// next one takes them.
+func (d *mysqlDialect) purgeRouted(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.PurgeArgs) (int64, error) {
+	s := d.stmts.For(t)
+	routed, other := d.vschema.ShardBy, "idem_key"
+	if routed == "idem_key" {
+		other = "scope"
+	}
+	oldest, err := query(ctx, d.fence, uncached("SELECT `"+routed+"` FROM "+s.quoted+
+		" WHERE expires_at <= "+now+" ORDER BY expires_at LIMIT 1"), clock(a.Now))
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	var route []byte
 	if oldest.Next() {
 		err = oldest.Scan(&route)
 	}
 	if err := errors.Join(err, dialect.CloseRows(oldest)); err != nil || route == nil {
-		return nil, err
+		return 0, err
 	}
-	return query(ctx, q, "SELECT scope, idem_key, token FROM "+table+" WHERE "+column+" = ? AND expires_at <= "+now+
+	rows, err := query(ctx, q, "SELECT scope, idem_key, token FROM "+s.quoted+" WHERE `"+routed+"` = ? AND expires_at <= "+now+
 		" ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED", route, clock(a.Now), a.Limit)
-}
-
-// purgeDeleteRouted is the DELETE of a routed purge batch's n keys, with a
-// list of row constructors: vtgate routes it by the batch's routing value
-// to one shard (and cannot plan the join of purgeDelete, a multi-table
-// DELETE over a derived table). Arguments: scope and key of each row.
-func purgeDeleteRouted(quoted string, n int) string {
-	return "DELETE FROM " + quoted + " WHERE (scope, idem_key) IN (" + strings.Repeat("(?, ?), ", n-1) + "(?, ?))"
+	if err != nil {
+		return 0, err
+	}
+	keys, highest, err := scanPurgeBatch(rows)
+	if err != nil {
+		return 0, err
+	}
+	// The floor first: on its own session, it must be in place before the
+	// deletes commit.
+	if err := d.raiseFloor(ctx, q, s, highest); err != nil {
+		return 0, err
+	}
+	first := 1 // where the other column's value is in each (scope, key) pair
+	if other == "scope" {
+		first = 0
+	}
+	var n int64
+	for len(keys) > 0 {
+		chunk := keys[:min(len(keys), 2*purgeChunk)]
+		keys = keys[len(chunk):]
+		args := []any{route}
+		for i := first; i < len(chunk); i += 2 {
+			args = append(args, chunk[i])
+		}
+		deleted, err := exec(ctx, q, "DELETE FROM "+s.quoted+" WHERE `"+routed+"` = ? AND `"+other+"` IN (?"+
+			strings.Repeat(", ?", len(args)-2)+")", args...)
+		if err != nil {
+			return 0, err
+		}
+		n += deleted
+	}
+	return n, nil
 }
 
 // settleBound bounds vtgateServes's wait.

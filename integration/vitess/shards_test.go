@@ -47,7 +47,7 @@ func newShop(t *testing.T, table string, opts mysql.Options) *shop {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	d := newDriver(t, opts)
-	store, err := idem.New(d, idem.Config{Table: table})
+	store, err := idem.New(serialMigrations{d}, idem.Config{Table: table})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,6 +63,8 @@ func newShop(t *testing.T, table string, opts mysql.Options) *shop {
 	if err := store.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
+	vschemaChanges.Lock()
+	defer vschemaChanges.Unlock()
 	for _, stmt := range []string{
 		"CREATE TABLE `" + s.orders + "` (tenant VARBINARY(255) NOT NULL, id VARCHAR(64) NOT NULL, item INT NOT NULL, PRIMARY KEY (tenant, id))",
 		"ALTER VSCHEMA ON `" + s.orders + "` ADD VINDEX xxhash(tenant) USING xxhash",
@@ -224,11 +226,65 @@ func TestMigrateRoutesByShardBy(t *testing.T) {
 		t.Fatalf("records and orders per shard: %v, want %v", got, want)
 	}
 
-	other, err := idem.New(newDriver(t, mysql.Options{}), idem.Config{Table: "idem_bykey"})
+	other, err := idem.New(serialMigrations{newDriver(t, mysql.Options{})}, idem.Config{Table: "idem_bykey"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := other.Migrate(t.Context()); !errors.Is(err, idem.ErrInvalidConfig) || !strings.Contains(err.Error(), "xxhash(idem_key)") {
 		t.Fatalf("Migrate by scope of a table routed by key: %v, want ErrInvalidConfig naming the VSchema's vindex", err)
+	}
+}
+
+// Lease mode reads the token floor on a connection of its own behind
+// vtgate. Taken from the pool, it would deadlock a small pool: every
+// connection held by a lease claim's transaction, each waiting for one
+// more. New reserves it instead, and refuses a pool of one connection.
+func TestLeaseOnSmallPool(t *testing.T) {
+	db, err := sql.Open("mysql", containers.Vitess(t)+"?"+single)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	db.SetMaxOpenConns(1)
+	if _, err := mysql.New(t.Context(), db, mysql.Options{}); !errors.Is(err, idem.ErrInvalidConfig) {
+		t.Fatalf("New on a pool of one connection: %v, want ErrInvalidConfig", err)
+	}
+	db.SetMaxOpenConns(2)
+	d, err := mysql.New(t.Context(), db, mysql.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	store, err := idem.New(serialMigrations{d}, idem.Config{Table: "idem_smallpool"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, name := range []string{"idem_smallpool", "idem_smallpool_schema", "idem_smallpool_fence"} {
+			if _, err := open(t, single).Exec("DROP TABLE IF EXISTS `" + name + "`"); err != nil {
+				t.Errorf("drop %s: %v", name, err)
+			}
+		}
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const claims = 6
+	errs := make(chan error, claims)
+	for i := range claims {
+		go func() {
+			l, err := store.Lease(ctx, request(tenantB, fmt.Sprintf("lease-%d", i)))
+			if err == nil {
+				err = l.Release(ctx)
+			}
+			errs <- err
+		}()
+	}
+	for range claims {
+		if err := <-errs; err != nil {
+			t.Fatalf("a lease claim on a pool of two connections: %v", err)
+		}
 	}
 }

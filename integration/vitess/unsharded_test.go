@@ -41,6 +41,7 @@ func TestConformanceUnsharded(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { _ = d.Close() }) // nothing reserved on one shard
 			return d
 		},
 		InsertLegacy: insertLegacy,
