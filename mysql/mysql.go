@@ -311,6 +311,15 @@ func (d *Driver) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.
 	if d.dialect.vitess {
 		b.CommitError = vitessCommitError
 	}
+	if opts.Schema && d.dialect.vitess {
+		// Not guarded, as below; tried again while vtgate's VSchema lags
+		// (vschemalag.go).
+		tx, err := dialect.BeginSQL(ctx, d.db, b)
+		if err != nil {
+			return nil, err
+		}
+		return vschemaLagTx{tx}, nil
+	}
 	if !d.dialect.guarded || opts.Schema {
 		// Schema changes commit on their own: not guarded.
 		return dialect.BeginSQL(ctx, d.db, b)

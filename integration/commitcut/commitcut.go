@@ -1,7 +1,7 @@
-// Package commitcut breaks a PostgreSQL connection right after a COMMIT
-// left it, for the tests of what a lost COMMIT does: the server may or may
-// not commit, the client cannot know. It works on the client's side of the
-// wire, so it serves any server or pooler a DSN names.
+// Package commitcut breaks a PostgreSQL or MySQL connection right after a
+// COMMIT left it, for the tests of what a lost COMMIT does: the server may
+// or may not commit, the client cannot know. It works on the client's side
+// of the wire, so it serves any server, pooler or proxy a DSN names.
 package commitcut
 
 import (
@@ -43,6 +43,7 @@ type Cutter struct {
 type cutConn struct {
 	net.Conn
 	c       *Cutter
+	commit  []byte // the COMMIT on this protocol's wire
 	stalled atomic.Bool
 }
 
@@ -59,7 +60,7 @@ func (c *cutConn) Read(b []byte) (int, error) {
 var ErrReset = errors.New("commitcut: connection reset after the bytes left")
 
 func (c *cutConn) Write(b []byte) (int, error) {
-	if bytes.Contains(b, commitMsg) && c.c.Armed.CompareAndSwap(true, false) {
+	if bytes.Contains(b, c.commit) && c.c.Armed.CompareAndSwap(true, false) {
 		n, err := c.Conn.Write(b)
 		c.c.Cuts.Add(1)
 		if c.c.Stall.Load() {
@@ -90,7 +91,7 @@ func Pool(ctx context.Context, tb testing.TB, dsn string, cut *Cutter, maxConns 
 		if err != nil {
 			return nil, err
 		}
-		return &cutConn{Conn: c, c: cut}, nil
+		return &cutConn{Conn: c, c: cut, commit: commitMsg}, nil
 	}
 	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
 	cfg.MaxConns = maxConns

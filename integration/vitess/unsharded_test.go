@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemkit/idem/conformance"
 	"github.com/idemkit/idem/dialect"
+	"github.com/idemkit/idem/integration/commitcut"
 	"github.com/idemkit/idem/integration/containers"
 	"github.com/idemkit/idem/mysql"
 )
@@ -45,5 +46,8 @@ func TestConformanceUnsharded(t *testing.T) {
 			return d
 		},
 		InsertLegacy: insertLegacy,
+		BreakCommit: func(t *testing.T) conformance.CommitBreaker[*sql.Tx] {
+			return commitcut.MySQLBreaker(t, containers.VitessIn(t, containers.VitessUnsharded)+"?"+single, mysql.Options{})
+		},
 	})
 }
