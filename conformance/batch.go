@@ -450,7 +450,7 @@ func testBatchWaitBoundOnlyForClaim[TTx any](t *testing.T, b Backend[TTx]) {
 	e.do(e.Store, expired, e.work("bs-old", created("old")))
 	clk.add(lifetime)
 	e.Exec(e.Driver.Pool(), "INSERT INTO "+e.effects+" (k) VALUES ('row-lock')")
-	lockRow := "UPDATE " + e.effects + " SET k = 'row-lock' WHERE k = 'row-lock'"
+	lockRow := rowLock(e.effects)
 	holder := e.Begin()
 	defer holder.Rollback(e.Ctx)
 	hq, err := e.Driver.Wrap(holder.Native())

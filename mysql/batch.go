@@ -38,13 +38,13 @@ func (d *mysqlDialect) ClaimBatch(ctx context.Context, q dialect.Queryer, t dial
 		}
 	}
 	s := d.stmts.For(t)
-	secs := lockWaitSeconds(a.WaitBound)
-	prefix, takeover := "", s.claim.takeover
+	peek, insert, takeover := s.peekBatch, s.claimBatch, s.claim.takeover
 	if d.perStatementWait {
-		prefix, takeover = d.boundPrefix(secs), d.bounded(t, s, secs).takeover
+		bound, _ := d.waitBound(a.WaitBound)
+		peek, insert, takeover = bound(peek), bound(insert), d.bounded(t, s, a.WaitBound).takeover
 	} else {
 		var restore func() error
-		restore, err = d.sessionWait(ctx, q, s, secs)
+		restore, err = d.sessionWait(ctx, q, s, lockWaitSeconds(a.WaitBound))
 		if err != nil {
 			return nil, err
 		}
@@ -60,11 +60,11 @@ func (d *mysqlDialect) ClaimBatch(ctx context.Context, q dialect.Queryer, t dial
 	for _, k := range a.Keys {
 		keys = append(keys, k.Scope, k.Key)
 	}
-	args, err := s.peekBatch.Args(now)
+	args, err := peek.Args(now)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := query(ctx, q, prefix+withKeys(s.peekBatch.SQL, len(a.Keys), "batch_scope", "batch_key"), append(args, keys...)...)
+	rows, err := query(ctx, q, withKeys(peek.SQL, len(a.Keys), "batch_scope", "batch_key"), append(args, keys...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -103,11 +103,11 @@ func (d *mysqlDialect) ClaimBatch(ctx context.Context, q dialect.Queryer, t dial
 		}
 	}
 	if len(missing) > 0 {
-		args, err := s.claimBatch.Args(now, sql.Named("retention_us", a.Retention.Microseconds()))
+		args, err := insert.Args(now, sql.Named("retention_us", a.Retention.Microseconds()))
 		if err != nil {
 			return nil, err
 		}
-		n, err := exec(ctx, q, prefix+withKeys(s.claimBatch.SQL, len(missing)/3, "batch_scope", "batch_key", "batch_fingerprint"), append(args, missing...)...)
+		n, err := exec(ctx, q, withKeys(insert.SQL, len(missing)/3, "batch_scope", "batch_key", "batch_fingerprint"), append(args, missing...)...)
 		if isNumber(err, erDupEntry) {
 			return nil, dialect.Classified(dialect.ErrSerialization, errors.New("mysql: a key of the batch was claimed between its read and its insert"))
 		}

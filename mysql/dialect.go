@@ -15,8 +15,9 @@ import (
 type mysqlDialect struct {
 	// maxPacket is the server's max_allowed_packet; 0 means unknown.
 	maxPacket int64
-	// perStatementWait: the server has SET STATEMENT (MariaDB), so the
-	// claim's statements carry their lock wait timeout.
+	// perStatementWait: the server can bound one statement's wait
+	// (MariaDB's SET STATEMENT, vtgate's QUERY_TIMEOUT_MS; waitBound), so
+	// the claim's statements carry their own bound.
 	perStatementWait bool
 	stmts            *dialect.Statements[statements]
 	bounds           sync.Map // boundKey -> *claimStatements
@@ -92,10 +93,10 @@ func (d *mysqlDialect) Schema(t dialect.Table) dialect.Schema {
 // expired, else report it.
 //
 // Every statement that may wait for a lock waits at most the wait bound. On
-// MariaDB each carries its own innodb_lock_wait_timeout (SET STATEMENT ...
-// FOR); MySQL has no such statement (and its SET_VAR hint does not apply to
-// InnoDB's variables), so there the session's value is set around the claim
-// and put back after it.
+// MariaDB and behind vtgate each carries its own bound (waitBound); MySQL
+// has no SET STATEMENT (and its SET_VAR hint does not apply to InnoDB's
+// variables), so there the session's value is set around the claim and put
+// back after it.
 func (d *mysqlDialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.ClaimArgs) (res dialect.ClaimResult, err error) {
 	if d.guarded && !inTransaction(q) {
 		if err := checkCallerClaim(ctx, q); err != nil {
@@ -103,13 +104,12 @@ func (d *mysqlDialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.T
 		}
 	}
 	s := d.stmts.For(t)
-	secs := lockWaitSeconds(a.WaitBound)
 	c := &s.claim
 	if d.perStatementWait {
-		c = d.bounded(t, s, secs)
+		c = d.bounded(t, s, a.WaitBound)
 	} else {
 		var restore func() error
-		restore, err = d.sessionWait(ctx, q, s, secs)
+		restore, err = d.sessionWait(ctx, q, s, lockWaitSeconds(a.WaitBound))
 		if err != nil {
 			return res, err
 		}
@@ -155,12 +155,8 @@ func (d *mysqlDialect) Claim(ctx context.Context, q dialect.Queryer, t dialect.T
 // sessionWait sets the session's innodb_lock_wait_timeout to secs for the
 // statements that follow (MySQL, which has no SET STATEMENT) and returns
 // what puts it back. The variable outlives the transaction: restore puts it
-// back even when ctx has ended, within a bound. Behind vtgate it does
-// nothing (vitess.go): the wait is the server's.
+// back even when ctx has ended, within a bound.
 func (d *mysqlDialect) sessionWait(ctx context.Context, q dialect.Queryer, s *statements, secs int64) (restore func() error, err error) {
-	if d.vitess {
-		return func() error { return nil }, nil
-	}
 	if _, err := execNamed(ctx, q, s.lockWaitSet, sql.Named("seconds", secs)); err != nil {
 		return nil, err
 	}

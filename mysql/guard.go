@@ -6,7 +6,10 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+
+	mysqldriver "github.com/go-sql-driver/mysql"
 
 	"github.com/idemkit/idem/dialect"
 )
@@ -99,6 +102,27 @@ func guardSetup(ctx context.Context, conn *sql.Conn) (func(), error) {
 // session's.
 type guardedTx struct {
 	*dialect.SQLTx
+	vitess bool // behind vtgate
+}
+
+// Rollback rolls back. Behind vtgate a tablet may have ended the
+// transaction before (a claim's query timeout kills its connection, the
+// transaction killer ends an old one), and vtgate answers the ROLLBACK with
+// 1317, "transaction …: ended at …": nothing of it is kept, which is what a
+// rollback promises, so that is no error.
+func (t guardedTx) Rollback(ctx context.Context) error {
+	err := t.SQLTx.Rollback(ctx)
+	if t.vitess && endedByTablet(err) {
+		return nil
+	}
+	return err
+}
+
+// endedByTablet reports vtgate's answer for a transaction a tablet has
+// already ended.
+func endedByTablet(err error) bool {
+	var me *mysqldriver.MySQLError
+	return errors.As(err, &me) && me.Number == erQueryInterrupted && strings.Contains(me.Message, ": ended at ")
 }
 
 // Commit releases the savepoint Begin set, then commits. When the savepoint

@@ -118,3 +118,22 @@ func TestReleaseSavepoint(t *testing.T) {
 		t.Errorf("RELEASE of a savepoint there: %v", err)
 	}
 }
+
+// Behind vtgate a ROLLBACK of a transaction a tablet already ended is no
+// error; any other error of a ROLLBACK is.
+func TestEndedByTablet(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&mysqldriver.MySQLError{Number: 1317, Message: "target: idem.-80.primary: vttablet: rpc error: code = Aborted desc = transaction 1796385587901130144: ended at 2026-12-04 11:59:57.621 UTC (unlocked closed connection) (CallerID: userData1)"}, true},
+		{&mysqldriver.MySQLError{Number: 1317, Message: `multi-db transaction attempted: [target:{keyspace:"idem" shard:"-80"}]`}, false},
+		{&mysqldriver.MySQLError{Number: 1105, Message: "transaction 1: ended at 2026-12-04"}, false},
+		{errors.New("driver: bad connection"), false},
+		{nil, false},
+	} {
+		if got := endedByTablet(tc.err); got != tc.want {
+			t.Errorf("endedByTablet(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}

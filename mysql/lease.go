@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"strconv"
 	"time"
 
 	"github.com/idemkit/idem/dialect"
@@ -25,8 +24,8 @@ var _ dialect.Leaser = (*mysqlDialect)(nil)
 // a write after it would deadlock with other losers doing the same.
 func (d *mysqlDialect) InsertLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LeaseArgs) (won bool, err error) {
 	s := d.stmts.For(t)
-	err = d.waitBounded(ctx, q, s, a.WaitBound, func(prefix string) error {
-		_, err := execNamed(ctx, q, prefixed(prefix, s.lease.insert), leaseArgs(a, true)...)
+	err = d.waitBounded(ctx, q, s, a.WaitBound, func(bound func(dialect.Query) dialect.Query) error {
+		_, err := execNamed(ctx, q, bound(s.lease.insert), leaseArgs(a, true)...)
 		return err
 	})
 	if isNumber(err, erDupEntry) {
@@ -69,8 +68,8 @@ func (d *mysqlDialect) stampToken(ctx context.Context, q dialect.Queryer, s *sta
 // TakeExpired takes over a record whose retention has passed.
 func (d *mysqlDialect) TakeExpired(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LeaseArgs) (won bool, err error) {
 	s := d.stmts.For(t)
-	err = d.waitBounded(ctx, q, s, a.WaitBound, func(prefix string) error {
-		n, err := execNamed(ctx, q, prefixed(prefix, s.lease.takeExpired), leaseArgs(a, true)...)
+	err = d.waitBounded(ctx, q, s, a.WaitBound, func(bound func(dialect.Query) dialect.Query) error {
+		n, err := execNamed(ctx, q, bound(s.lease.takeExpired), leaseArgs(a, true)...)
 		won = n == 1
 		return err
 	})
@@ -83,8 +82,8 @@ func (d *mysqlDialect) TakeExpired(ctx context.Context, q dialect.Queryer, t dia
 // ResumeLease takes over a pending record whose lease ended.
 func (d *mysqlDialect) ResumeLease(ctx context.Context, q dialect.Queryer, t dialect.Table, a dialect.LeaseArgs) (won bool, err error) {
 	s := d.stmts.For(t)
-	err = d.waitBounded(ctx, q, s, a.WaitBound, func(prefix string) error {
-		n, err := execNamed(ctx, q, prefixed(prefix, s.lease.resume), leaseArgs(a, false)...)
+	err = d.waitBounded(ctx, q, s, a.WaitBound, func(bound func(dialect.Query) dialect.Query) error {
+		n, err := execNamed(ctx, q, bound(s.lease.resume), leaseArgs(a, false)...)
 		won = n == 1
 		return err
 	})
@@ -202,15 +201,16 @@ func (d *mysqlDialect) until(ctx context.Context, q dialect.Queryer, s *leaseSta
 }
 
 // waitBounded runs fn with InnoDB's lock wait bounded by wait, the way
-// Claim does: on MariaDB fn prefixes its statements with SET STATEMENT; on
-// MySQL the session's innodb_lock_wait_timeout is set around fn and put
-// back (sessionWait).
-func (d *mysqlDialect) waitBounded(ctx context.Context, q dialect.Queryer, s *statements, wait time.Duration, fn func(prefix string) error) (err error) {
-	secs := lockWaitSeconds(wait)
+// Claim does: where one statement can be bounded (waitBound), fn bounds
+// its statements with bound; on MySQL the session's
+// innodb_lock_wait_timeout is set around fn and put back (sessionWait),
+// and bound leaves a statement as it is.
+func (d *mysqlDialect) waitBounded(ctx context.Context, q dialect.Queryer, s *statements, wait time.Duration, fn func(bound func(dialect.Query) dialect.Query) error) (err error) {
 	if d.perStatementWait {
-		return fn("SET STATEMENT innodb_lock_wait_timeout=" + strconv.FormatInt(secs, 10) + " FOR ")
+		bound, _ := d.waitBound(wait)
+		return fn(bound)
 	}
-	restore, err := d.sessionWait(ctx, q, s, secs)
+	restore, err := d.sessionWait(ctx, q, s, lockWaitSeconds(wait))
 	if err != nil {
 		return err
 	}
@@ -219,5 +219,5 @@ func (d *mysqlDialect) waitBounded(ctx context.Context, q dialect.Queryer, s *st
 			err = rerr
 		}
 	}()
-	return fn("")
+	return fn(func(q dialect.Query) dialect.Query { return q })
 }

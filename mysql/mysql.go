@@ -51,7 +51,9 @@
 //     claim and restored afterwards (two more round trips). It counts whole
 //     seconds, so the store's wait bound is rounded up to a second. A lock
 //     wait timeout (1205) becomes InFlight; as InnoDB rolls back only the
-//     statement, the caller must roll back (Do does).
+//     statement, the caller must roll back (Do does). Behind vtgate the
+//     statements carry a query timeout instead, in milliseconds
+//     (vitess.go).
 //
 //   - Keys and scopes are VARBINARY(255): compared byte for byte, whatever
 //     the connection's collation. Times are DATETIME(6) in UTC (microseconds,
@@ -190,7 +192,7 @@ func New(ctx context.Context, db *sql.DB, opts Options) (*Driver, error) {
 		return nil, err
 	}
 	d := newDialect(srv.maxAllowedPacket)
-	d.perStatementWait = srv.mariaDB
+	d.perStatementWait = srv.mariaDB || srv.vitess
 	d.causalLookups = srv.mariaDB && srv.galera
 	d.certified = srv.galera
 	d.guarded = srv.galera || srv.vitess
@@ -334,7 +336,7 @@ func (d *Driver) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.
 		_ = tx.Rollback(ctx)
 		return nil, err
 	}
-	return guardedTx{tx}, nil
+	return guardedTx{tx, d.dialect.vitess}, nil
 }
 
 // lockWaitSeconds renders the wait bound for innodb_lock_wait_timeout,

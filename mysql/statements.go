@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/idemkit/idem/dialect"
 )
@@ -86,39 +87,56 @@ type claimStatements struct {
 	claim, peek, takeover dialect.Query
 }
 
-// boundKey names the claim statements of one table and wait bound.
+// boundKey names the claim statements of one table and wait bound, the
+// bound in the unit waitBound gives.
 type boundKey struct {
-	table   string
-	seconds int64
+	table string
+	bound int64
 }
 
-// bounded returns the claim statements of t, each running with
-// innodb_lock_wait_timeout set to seconds (MariaDB's SET STATEMENT), and
-// innodb_snapshot_isolation off where the server has it, made once per
-// table and bound.
-func (d *mysqlDialect) bounded(t dialect.Table, s *statements, seconds int64) *claimStatements {
-	k := boundKey{t.Name(), seconds}
+// bounded returns the claim statements of t, each bounded by wait
+// (waitBound), made once per table and bound.
+func (d *mysqlDialect) bounded(t dialect.Table, s *statements, wait time.Duration) *claimStatements {
+	bound, n := d.waitBound(wait)
+	k := boundKey{t.Name(), n}
 	if c, ok := d.bounds.Load(k); ok {
 		return c.(*claimStatements)
 	}
-	prefix := d.boundPrefix(seconds)
 	c, _ := d.bounds.LoadOrStore(k, &claimStatements{
-		claim:    prefixed(prefix, s.claim.claim),
-		peek:     prefixed(prefix, s.claim.peek),
-		takeover: prefixed(prefix, s.claim.takeover),
+		claim:    bound(s.claim.claim),
+		peek:     bound(s.claim.peek),
+		takeover: bound(s.claim.takeover),
 	})
 	return c.(*claimStatements)
 }
 
-// boundPrefix is the SET STATEMENT ... FOR (MariaDB) that runs a claim's
-// statement with innodb_lock_wait_timeout set to seconds, and
-// innodb_snapshot_isolation off where the server has it.
-func (d *mysqlDialect) boundPrefix(seconds int64) string {
-	prefix := "SET STATEMENT innodb_lock_wait_timeout=" + strconv.FormatInt(seconds, 10)
+// waitBound returns what bounds one statement's lock wait by wait, where
+// the server can bound a single statement (perStatementWait), and the
+// bound in its unit:
+//
+//   - on MariaDB, a SET STATEMENT innodb_lock_wait_timeout=N FOR before
+//     it, in whole seconds (and innodb_snapshot_isolation off where the
+//     server has it);
+//   - behind vtgate, a QUERY_TIMEOUT_MS=N directive after its first word,
+//     in whole milliseconds (vitess.go): vttablet ends the statement when
+//     it runs longer, and in a transaction it kills the statement's
+//     connection, so the transaction ends too (3024, ErrLockTimeout).
+func (d *mysqlDialect) waitBound(wait time.Duration) (bound func(dialect.Query) dialect.Query, n int64) {
+	secs := lockWaitSeconds(wait)
+	if d.vitess {
+		ms := secs * 1000
+		directive := "/*vt+ QUERY_TIMEOUT_MS=" + strconv.FormatInt(ms, 10) + " */"
+		return func(q dialect.Query) dialect.Query {
+			q.SQL = afterFirstWord(q.SQL, directive)
+			return q
+		}, ms
+	}
+	prefix := "SET STATEMENT innodb_lock_wait_timeout=" + strconv.FormatInt(secs, 10)
 	if d.latestLockedReads {
 		prefix += ", innodb_snapshot_isolation=OFF"
 	}
-	return prefix + " FOR "
+	prefix += " FOR "
+	return func(q dialect.Query) dialect.Query { return prefixed(prefix, q) }, secs
 }
 
 // prefixed is q run under prefix, a SET STATEMENT ... FOR that takes no
@@ -126,6 +144,16 @@ func (d *mysqlDialect) boundPrefix(seconds int64) string {
 func prefixed(prefix string, q dialect.Query) dialect.Query {
 	q.SQL = prefix + q.SQL
 	return q
+}
+
+// afterFirstWord puts a Vitess comment directive after the statement's
+// first word (INSERT, SELECT, UPDATE), the only place vtgate reads one.
+func afterFirstWord(query, directive string) string {
+	i := strings.IndexAny(query, " \n\t")
+	if i < 0 {
+		return query + " " + directive
+	}
+	return query[:i] + " " + directive + query[i:]
 }
 
 func newStatements(t dialect.Table) *statements {

@@ -20,25 +20,39 @@ import (
 
 // On MariaDB each of the claim's statements carries its lock wait bound
 // and, where the server has innodb_snapshot_isolation, turns it off, so a
-// loser reads the latest committed record whatever its snapshot.
+// loser reads the latest committed record whatever its snapshot. Behind
+// vtgate each carries a query timeout of whole seconds (in milliseconds),
+// after its first word, where vtgate reads it.
 func TestBoundedClaimStatements(t *testing.T) {
 	table, _ := dialect.NewTable("t")
+	prefix := func(p string) func(string) string { return func(q string) string { return p + q } }
 	for _, tc := range []struct {
-		latest bool
-		prefix string
+		name           string
+		latest, vitess bool
+		wait           time.Duration
+		want           func(string) string
 	}{
-		{false, "SET STATEMENT innodb_lock_wait_timeout=5 FOR "},
-		{true, "SET STATEMENT innodb_lock_wait_timeout=5, innodb_snapshot_isolation=OFF FOR "},
+		{"MariaDB", false, false, 5 * time.Second, prefix("SET STATEMENT innodb_lock_wait_timeout=5 FOR ")},
+		{"MariaDB, rounded up", false, false, 4200 * time.Millisecond, prefix("SET STATEMENT innodb_lock_wait_timeout=5 FOR ")},
+		{"MariaDB 11.8", true, false, 5 * time.Second, prefix("SET STATEMENT innodb_lock_wait_timeout=5, innodb_snapshot_isolation=OFF FOR ")},
+		{"vtgate", false, true, 2 * time.Second, func(q string) string {
+			verb, rest, _ := strings.Cut(q, " ")
+			return verb + " /*vt+ QUERY_TIMEOUT_MS=2000 */ " + rest
+		}},
+		{"vtgate, rounded up to a second", false, true, 10 * time.Microsecond, func(q string) string {
+			verb, rest, _ := strings.Cut(q, " ")
+			return verb + " /*vt+ QUERY_TIMEOUT_MS=1000 */ " + rest
+		}},
 	} {
 		d := newDialect(0)
-		d.latestLockedReads = tc.latest
+		d.latestLockedReads, d.vitess = tc.latest, tc.vitess
 		s := d.stmts.For(table)
-		c := d.bounded(table, s, 5)
+		c := d.bounded(table, s, tc.wait)
 		for name, pair := range map[string][2]dialect.Query{
 			"claim": {c.claim, s.claim.claim}, "peek": {c.peek, s.claim.peek}, "takeover": {c.takeover, s.claim.takeover},
 		} {
-			if pair[0].SQL != tc.prefix+pair[1].SQL || !slices.Equal(pair[0].Params(), pair[1].Params()) {
-				t.Errorf("latestLockedReads=%v: %s %q, want %q with prefix %q", tc.latest, name, pair[0].SQL, pair[1].SQL, tc.prefix)
+			if want := tc.want(pair[1].SQL); pair[0].SQL != want || !slices.Equal(pair[0].Params(), pair[1].Params()) {
+				t.Errorf("%s: %s %q, want %q", tc.name, name, pair[0].SQL, want)
 			}
 		}
 	}

@@ -54,9 +54,14 @@ import (
 //   - Lock waits. SET SESSION innodb_lock_wait_timeout behind vtgate first
 //     reads the variable on a shard, which joins that shard to the
 //     transaction (so a claim on the other shard is refused under SINGLE),
-//     and cannot be set back to DEFAULT; so idem does not set it: a claim
-//     waits at most the server's innodb_lock_wait_timeout (Vitess's
-//     default.cnf: 20 s) and the caller's context, not Config.WaitBound.
+//     and cannot be set back to DEFAULT; so idem does not set it. Each of
+//     the claim's statements carries vtgate's QUERY_TIMEOUT_MS directive
+//     instead (the wait bound, rounded up to a millisecond): vttablet ends
+//     a statement that runs longer, and in a transaction kills its
+//     connection, so the transaction ends with it (3024, ErrLockTimeout:
+//     InFlight, as a lock wait timeout elsewhere). The directive bounds the
+//     whole statement, not only its lock wait; a claim slower than the
+//     bound for another reason is reported InFlight too.
 //
 //   - Errors. vtgate passes MySQL's numbers through (1062, 1213, 1205);
 //     its own are 1317 (a transaction it ended: the cross-shard refusal,

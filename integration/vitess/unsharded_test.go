@@ -16,12 +16,7 @@ import (
 // notBehindVtgate names the conformance cases that do not hold behind
 // vtgate even on a keyspace of one shard, each with the reason.
 var notBehindVtgate = map[string]string{
-	"WaitBound":                  "behind vtgate a claim waits the server's innodb_lock_wait_timeout (20 s), not Config.WaitBound: vtgate cannot set the session variable back to its default (VT12001), so idem does not set it",
-	"SubMillisecondWaitBound":    "the wait bound, as WaitBound",
-	"WaitBoundOnlyForClaim":      "the wait bound, as WaitBound",
-	"BatchWaitBound":             "the wait bound, as WaitBound",
-	"BatchWaitBoundOnlyForClaim": "the wait bound, as WaitBound",
-	"ClaimInReadOnlyTransaction": "no read-only transaction that Begin starts behind vtgate was tried yet",
+	"ClaimInReadOnlyTransaction": "vtgate ignores a session's transaction_read_only (a claim on such a session won: seen here), and a claim in the caller's transaction behind vtgate needs one the Driver's Begin started (guard.go), which begins no READ ONLY transaction; a claim in a READ ONLY transaction of database/sql's is refused with ErrInvalidConfig before it writes",
 }
 
 // The conformance suite, the model and History through vtgate on its

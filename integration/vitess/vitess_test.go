@@ -137,7 +137,6 @@ func (t *unlockAtEnd) Rollback(ctx context.Context) error {
 // themselves. They skip, as .ci/skips allows; every other case runs
 // through vtgate, and TestConformanceUnsharded runs these too.
 var notOnShards = map[string]string{
-	"BatchWaitBoundOnlyForClaim":     "the case updates the column that routes its effects table, which vtgate refuses (VT12001); and the wait bound, as notBehindVtgate says",
 	"BatchInvalid":                   "its batch holds one key in two scopes, whose records live on both shards: vtgate refuses the batch (1317), as any batch across shards",
 	"AdminList":                      "its records are in several scopes, on both shards, while the suite keeps their effects in one table on the first shard: the writes span two shards (1317)",
 	"ScopesIsolateKeys":              "its records are in two scopes, as AdminList",
