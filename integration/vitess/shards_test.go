@@ -64,15 +64,26 @@ func newShop(t *testing.T, table string, opts mysql.Options) *shop {
 		t.Fatal(err)
 	}
 	vschemaChanges.Lock()
-	defer vschemaChanges.Unlock()
 	for _, stmt := range []string{
 		"CREATE TABLE `" + s.orders + "` (tenant VARBINARY(255) NOT NULL, id VARCHAR(64) NOT NULL, item INT NOT NULL, PRIMARY KEY (tenant, id))",
 		"ALTER VSCHEMA ON `" + s.orders + "` ADD VINDEX xxhash(tenant) USING xxhash",
 	} {
 		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			vschemaChanges.Unlock()
 			t.Fatalf("%s: %v", stmt, err)
 		}
 	}
+	vschemaChanges.Unlock()
+	// The orders leave the VSchema with the test, so that the test can run
+	// again on the same vtgate.
+	t.Cleanup(func() {
+		vschemaChanges.Lock()
+		defer vschemaChanges.Unlock()
+		if _, err := db.Exec("ALTER VSCHEMA DROP TABLE `" + s.orders + "`"); err != nil {
+			t.Errorf("take %s out of the VSchema: %v", s.orders, err)
+		}
+	})
+	servedSteadily(t, d.Pool(), s.orders)
 	return s
 }
 
