@@ -40,7 +40,7 @@ func (d *mysqlDialect) ClaimBatch(ctx context.Context, q dialect.Queryer, t dial
 	s := d.stmts.For(t)
 	peek, insert, takeover := s.peekBatch, s.claimBatch, s.claim.takeover
 	if d.perStatementWait {
-		bound, _ := d.waitBound(a.WaitBound)
+		bound, _ := d.waitBound(a.WaitBound, true)
 		peek, insert, takeover = bound(peek), bound(insert), d.bounded(t, s, a.WaitBound).takeover
 	} else {
 		var restore func() error

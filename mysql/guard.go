@@ -108,8 +108,9 @@ type guardedTx struct {
 // Rollback rolls back. Behind vtgate a tablet may have ended the
 // transaction before (a claim's query timeout kills its connection, the
 // transaction killer ends an old one), and vtgate answers the ROLLBACK with
-// 1317, "transaction …: ended at …": nothing of it is kept, which is what a
-// rollback promises, so that is no error.
+// 1317, "transaction …: ended at … (reason)": nothing of it is kept, which
+// is what a rollback promises, so that is no error, unless the reason says
+// the transaction committed.
 func (t guardedTx) Rollback(ctx context.Context) error {
 	err := t.SQLTx.Rollback(ctx)
 	if t.vitess && endedByTablet(err) {
@@ -122,7 +123,8 @@ func (t guardedTx) Rollback(ctx context.Context) error {
 // already ended.
 func endedByTablet(err error) bool {
 	var me *mysqldriver.MySQLError
-	return errors.As(err, &me) && me.Number == erQueryInterrupted && strings.Contains(me.Message, ": ended at ")
+	return errors.As(err, &me) && me.Number == erQueryInterrupted && strings.Contains(me.Message, ": ended at ") &&
+		!strings.Contains(me.Message, "(transaction committed)")
 }
 
 // Commit releases the savepoint Begin set, then commits. When the savepoint

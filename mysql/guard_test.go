@@ -127,6 +127,7 @@ func TestEndedByTablet(t *testing.T) {
 		want bool
 	}{
 		{&mysqldriver.MySQLError{Number: 1317, Message: "target: idem.-80.primary: vttablet: rpc error: code = Aborted desc = transaction 1796385587901130144: ended at 2026-12-04 11:59:57.621 UTC (unlocked closed connection) (CallerID: userData1)"}, true},
+		{&mysqldriver.MySQLError{Number: 1317, Message: "vttablet: rpc error: code = Aborted desc = transaction 17: ended at 2026-12-04 11:59:57.621 UTC (transaction committed) (CallerID: userData1)"}, false},
 		{&mysqldriver.MySQLError{Number: 1317, Message: `multi-db transaction attempted: [target:{keyspace:"idem" shard:"-80"}]`}, false},
 		{&mysqldriver.MySQLError{Number: 1105, Message: "transaction 1: ended at 2026-12-04"}, false},
 		{errors.New("driver: bad connection"), false},

@@ -201,13 +201,14 @@ func (d *mysqlDialect) until(ctx context.Context, q dialect.Queryer, s *leaseSta
 }
 
 // waitBounded runs fn with InnoDB's lock wait bounded by wait, the way
-// Claim does: where one statement can be bounded (waitBound), fn bounds
-// its statements with bound; on MySQL the session's
+// Claim does: where one statement can be bounded (waitBound, without
+// Claim's innodb_snapshot_isolation=OFF), fn bounds its statements with
+// bound; on MySQL the session's
 // innodb_lock_wait_timeout is set around fn and put back (sessionWait),
 // and bound leaves a statement as it is.
 func (d *mysqlDialect) waitBounded(ctx context.Context, q dialect.Queryer, s *statements, wait time.Duration, fn func(bound func(dialect.Query) dialect.Query) error) (err error) {
 	if d.perStatementWait {
-		bound, _ := d.waitBound(wait)
+		bound, _ := d.waitBound(wait, false)
 		return fn(bound)
 	}
 	restore, err := d.sessionWait(ctx, q, s, lockWaitSeconds(wait))

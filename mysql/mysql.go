@@ -52,8 +52,8 @@
 //     seconds, so the store's wait bound is rounded up to a second. A lock
 //     wait timeout (1205) becomes InFlight; as InnoDB rolls back only the
 //     statement, the caller must roll back (Do does). Behind vtgate the
-//     statements carry a query timeout instead, in milliseconds
-//     (vitess.go).
+//     statements carry vtgate's query timeout instead, whole seconds
+//     written in milliseconds (vitess.go).
 //
 //   - Keys and scopes are VARBINARY(255): compared byte for byte, whatever
 //     the connection's collation. Times are DATETIME(6) in UTC (microseconds,
@@ -105,8 +105,9 @@
 //     sharded keyspace Migrate routes idem's tables in the VSchema
 //     (VitessOptions): keep each record on the shard of the effect it
 //     protects by routing your tables by the same value. The function may
-//     read and write only that shard; the claim waits the server's
-//     innodb_lock_wait_timeout. vitess.go and docs/clusters.md say the rest.
+//     read and write only that shard; the claim's statements carry vtgate's
+//     query timeout, the wait bound in whole seconds. vitess.go and
+//     docs/clusters.md say the rest.
 package mysql
 
 import (
@@ -320,7 +321,7 @@ func (d *Driver) Begin(ctx context.Context, opts dialect.BeginOptions) (dialect.
 		if err != nil {
 			return nil, err
 		}
-		return vschemaLagTx{tx}, nil
+		return vschemaLagTx{tx, vschemaLagBound}, nil
 	}
 	if !d.dialect.guarded || opts.Schema {
 		// Schema changes commit on their own: not guarded.

@@ -97,7 +97,7 @@ type boundKey struct {
 // bounded returns the claim statements of t, each bounded by wait
 // (waitBound), made once per table and bound.
 func (d *mysqlDialect) bounded(t dialect.Table, s *statements, wait time.Duration) *claimStatements {
-	bound, n := d.waitBound(wait)
+	bound, n := d.waitBound(wait, true)
 	k := boundKey{t.Name(), n}
 	if c, ok := d.bounds.Load(k); ok {
 		return c.(*claimStatements)
@@ -115,13 +115,15 @@ func (d *mysqlDialect) bounded(t dialect.Table, s *statements, wait time.Duratio
 // bound in its unit:
 //
 //   - on MariaDB, a SET STATEMENT innodb_lock_wait_timeout=N FOR before
-//     it, in whole seconds (and innodb_snapshot_isolation off where the
-//     server has it);
-//   - behind vtgate, a QUERY_TIMEOUT_MS=N directive after its first word,
-//     in whole milliseconds (vitess.go): vttablet ends the statement when
-//     it runs longer, and in a transaction it kills the statement's
-//     connection, so the transaction ends too (3024, ErrLockTimeout).
-func (d *mysqlDialect) waitBound(wait time.Duration) (bound func(dialect.Query) dialect.Query, n int64) {
+//     it, in whole seconds, and when latest is set with
+//     innodb_snapshot_isolation off where the server has it (the claim's
+//     statements: a loser reads the latest committed record);
+//   - behind vtgate, a QUERY_TIMEOUT_MS=N directive after its first word
+//     (vitess.go): N milliseconds, the bound rounded up to whole seconds
+//     as on MySQL. vttablet ends a statement that runs longer, and in a
+//     transaction kills its connection, so the transaction ends too (3024,
+//     or 1317 when vtgate's own deadline fires first: ErrLockTimeout).
+func (d *mysqlDialect) waitBound(wait time.Duration, latest bool) (bound func(dialect.Query) dialect.Query, n int64) {
 	secs := lockWaitSeconds(wait)
 	if d.vitess {
 		ms := secs * 1000
@@ -132,7 +134,7 @@ func (d *mysqlDialect) waitBound(wait time.Duration) (bound func(dialect.Query) 
 		}, ms
 	}
 	prefix := "SET STATEMENT innodb_lock_wait_timeout=" + strconv.FormatInt(secs, 10)
-	if d.latestLockedReads {
+	if latest && d.latestLockedReads {
 		prefix += ", innodb_snapshot_isolation=OFF"
 	}
 	prefix += " FOR "
@@ -147,7 +149,8 @@ func prefixed(prefix string, q dialect.Query) dialect.Query {
 }
 
 // afterFirstWord puts a Vitess comment directive after the statement's
-// first word (INSERT, SELECT, UPDATE), the only place vtgate reads one.
+// first word (INSERT, SELECT, UPDATE: every statement of the catalog
+// begins with its verb), the only place vtgate reads one.
 func afterFirstWord(query, directive string) string {
 	i := strings.IndexAny(query, " \n\t")
 	if i < 0 {

@@ -107,7 +107,9 @@ func TestSchemaStatements(t *testing.T) {
 
 // Every statement of the catalog, run by the method that uses it against a
 // scripted connection, on MySQL (the session's lock wait set around a
-// claim) and on MariaDB (SET STATEMENT): each call site binds every
+// claim), on MariaDB (SET STATEMENT) and behind vtgate (a query timeout
+// directive), each statement that may wait bounded and no other: each
+// call site binds every
 // parameter its statement names, by name, and no statement of the catalog
 // is left unused. A name missing, misspelt or extra fails the method with
 // ErrInvalidConfig before anything is sent.
@@ -131,7 +133,7 @@ func TestCatalogBoundByCallSites(t *testing.T) {
 	ctx := context.Background()
 
 	type answers map[string]answer
-	for _, mariaDB := range []bool{false, true} {
+	for _, mode := range []string{"MySQL", "MariaDB", "vtgate"} {
 		ran := map[string]bool{}
 		for _, tc := range []struct {
 			name    string
@@ -226,19 +228,24 @@ func TestCatalogBoundByCallSites(t *testing.T) {
 			}},
 		} {
 			d := newDialect(0)
-			d.perStatementWait = mariaDB
+			d.perStatementWait, d.vitess = mode != "MySQL", mode == "vtgate"
 			q := &scripted{t: t, catalog: catalog, answers: tc.answers}
 			if err := tc.call(d, q); err != nil {
-				t.Errorf("mariaDB=%v: %s: %v", mariaDB, tc.name, err)
+				t.Errorf("%s: %s: %v", mode, tc.name, err)
 			}
 			want := tc.want
-			if tc.bound > 0 && !mariaDB {
+			if tc.bound > 0 && mode == "MySQL" {
 				// MySQL: the session's lock wait is set around the
 				// statements that may wait, and put back.
 				want = slices.Concat([]string{"lock_wait_set"}, tc.want[:tc.bound], []string{"lock_wait_restore"}, tc.want[tc.bound:])
 			}
 			if !slices.Equal(q.ran, want) {
-				t.Errorf("mariaDB=%v: %s ran %v, want %v", mariaDB, tc.name, q.ran, want)
+				t.Errorf("%s: %s ran %v, want %v", mode, tc.name, q.ran, want)
+			}
+			for i, b := range q.bounded {
+				if wantBound := mode != "MySQL" && i < tc.bound; b != wantBound {
+					t.Errorf("%s: %s: statement %d (%s) bounded = %v, want %v", mode, tc.name, i, q.ran[i], b, wantBound)
+				}
 			}
 			for _, n := range q.ran {
 				ran[n] = true
@@ -248,9 +255,9 @@ func TestCatalogBoundByCallSites(t *testing.T) {
 			switch {
 			case ran[name]:
 			case strings.HasPrefix(name, "schema_"): // the migration runner's
-			case mariaDB && strings.HasPrefix(name, "lock_wait_"): // MariaDB bounds each statement instead
+			case mode != "MySQL" && strings.HasPrefix(name, "lock_wait_"): // bounded statement by statement instead
 			default:
-				t.Errorf("mariaDB=%v: statement %s is run by no call site", mariaDB, name)
+				t.Errorf("%s: statement %s is run by no call site", mode, name)
 			}
 		}
 	}
@@ -271,16 +278,28 @@ type scripted struct {
 	catalog map[string]dialect.Query
 	answers map[string]answer
 	ran     []string
+	bounded []bool // of each statement run: it carried a wait bound
 
 	patterns map[string]*regexp.Regexp
 }
 
+// vtgateBound is the query timeout directive waitBound puts after a
+// statement's first word behind vtgate.
+var vtgateBound = regexp.MustCompile(` /\*vt\+ QUERY_TIMEOUT_MS=[0-9]+ \*/`)
+
 // literal is a value inline writes in place of a placeholder.
 const literal = `(?:NULL|-?[0-9]+|X'[0-9A-F]*')`
 
-// name identifies a statement sent, inlined or with its arguments.
+// name identifies a statement sent, inlined or with its arguments, and
+// records whether it carried a wait bound (SET STATEMENT, or vtgate's
+// directive, which it takes out before it compares).
 func (f *scripted) name(stmt string, args []any) string {
 	f.t.Helper()
+	directive := vtgateBound.FindStringIndex(stmt)
+	if directive != nil {
+		stmt = stmt[:directive[0]] + stmt[directive[1]:]
+	}
+	f.bounded = append(f.bounded, directive != nil || strings.HasPrefix(stmt, "SET STATEMENT "))
 	if len(args) > 0 {
 		text, ok := inline(stmt, args)
 		if !ok {

@@ -56,10 +56,12 @@ import (
 //     transaction (so a claim on the other shard is refused under SINGLE),
 //     and cannot be set back to DEFAULT; so idem does not set it. Each of
 //     the claim's statements carries vtgate's QUERY_TIMEOUT_MS directive
-//     instead (the wait bound, rounded up to a millisecond): vttablet ends
-//     a statement that runs longer, and in a transaction kills its
-//     connection, so the transaction ends with it (3024, ErrLockTimeout:
-//     InFlight, as a lock wait timeout elsewhere). The directive bounds the
+//     instead (the wait bound, rounded up to whole seconds as on MySQL):
+//     vttablet ends a statement that runs longer, and in a transaction
+//     kills its connection, so the transaction ends with it (3024, or
+//     1317 "DeadlineExceeded" when vtgate's own deadline for the call to
+//     the tablet fires first; both ErrLockTimeout: InFlight, as a lock
+//     wait timeout elsewhere). The directive bounds the
 //     whole statement, not only its lock wait; a claim slower than the
 //     bound for another reason is reported InFlight too.
 //
@@ -407,6 +409,12 @@ func classifyVitess(err error, me *mysqldriver.MySQLError) error {
 		if strings.Contains(me.Message, "multi-db transaction attempted") {
 			return dialect.Classified(dialect.ErrTxAborted, &crossShardError{err})
 		}
+		if deadlineExceeded(me.Message) {
+			// vtgate's deadline for a statement's call to its tablet
+			// (the claim's QUERY_TIMEOUT_MS) fired before the tablet's
+			// answer, 3024: the same bound, seen from vtgate.
+			return dialect.Classified(dialect.ErrLockTimeout, err)
+		}
 		// The tablet's transaction killer, a lost connection, or vtgate
 		// rolled the transaction back: a retry begins afresh.
 		return dialect.Classified(dialect.ErrSerialization, err)
@@ -416,6 +424,12 @@ func classifyVitess(err error, me *mysqldriver.MySQLError) error {
 		return dialect.Classified(dialect.ErrLockTimeout, err)
 	}
 	return nil
+}
+
+// deadlineExceeded reports vtgate's text for a call to a tablet that ran
+// out of time: gRPC's DeadlineExceeded, or Go's context error.
+func deadlineExceeded(message string) bool {
+	return strings.Contains(message, "DeadlineExceeded") || strings.Contains(message, "context deadline exceeded")
 }
 
 // vitessCommitError classifies an error from COMMIT behind vtgate. vtgate

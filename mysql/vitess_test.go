@@ -26,6 +26,7 @@ func TestClassifyVitess(t *testing.T) {
 	}{
 		{1317, `multi-db transaction attempted: [target:{keyspace:"idem" shard:"-80"}]`, []error{dialect.ErrTxAborted, ErrCrossShard}, []error{dialect.ErrSerialization}},
 		{1317, "transaction 1796: ended at 2026-12-04 05:00:00.000 UTC (exceeded timeout: 30s)", []error{dialect.ErrSerialization}, []error{ErrCrossShard, dialect.ErrTxAborted}},
+		{1317, "target: idem.-80.primary: vttablet: rpc error: code = DeadlineExceeded desc = context deadline exceeded", []error{dialect.ErrLockTimeout}, []error{dialect.ErrSerialization, ErrCrossShard}},
 		{1203, "transaction pool connection limit exceeded", []error{dialect.ErrUnavailable}, nil},
 		{3024, "Query execution was interrupted, maximum statement execution time exceeded", []error{dialect.ErrLockTimeout}, nil},
 		{1062, "Duplicate entry", []error{dialect.ErrUniqueViolation}, nil},

@@ -30,11 +30,15 @@ import (
 // vschemaLagBound bounds the tries of one statement.
 const vschemaLagBound = 30 * time.Second
 
-// vschemaLagTx is a schema transaction behind vtgate.
-type vschemaLagTx struct{ dialect.Tx[*sql.Tx] }
+// vschemaLagTx is a schema transaction behind vtgate, whose statements are
+// tried for up to bound (vschemaLagBound).
+type vschemaLagTx struct {
+	dialect.Tx[*sql.Tx]
+	bound time.Duration
+}
 
 func (t vschemaLagTx) Exec(ctx context.Context, query string, args ...any) (n int64, err error) {
-	err = whileVSchemaLags(ctx, func() error {
+	err = whileVSchemaLags(ctx, t.bound, func() error {
 		n, err = t.Tx.Exec(ctx, query, args...)
 		return err
 	})
@@ -42,7 +46,7 @@ func (t vschemaLagTx) Exec(ctx context.Context, query string, args ...any) (n in
 }
 
 func (t vschemaLagTx) Query(ctx context.Context, query string, args ...any) (rows dialect.Rows, err error) {
-	err = whileVSchemaLags(ctx, func() error {
+	err = whileVSchemaLags(ctx, t.bound, func() error {
 		rows, err = t.Tx.Query(ctx, query, args...)
 		return err
 	})
@@ -50,16 +54,16 @@ func (t vschemaLagTx) Query(ctx context.Context, query string, args ...any) (row
 }
 
 // whileVSchemaLags runs try until it succeeds or fails otherwise than by
-// tableNotPlanned, for up to vschemaLagBound.
-func whileVSchemaLags(ctx context.Context, try func() error) error {
-	deadline := time.Now().Add(vschemaLagBound)
+// tableNotPlanned, for up to bound.
+func whileVSchemaLags(ctx context.Context, bound time.Duration, try func() error) error {
+	deadline := time.Now().Add(bound)
 	for pause := 10 * time.Millisecond; ; pause = min(2*pause, 250*time.Millisecond) {
 		err := try()
 		if !tableNotPlanned(err) {
 			return err
 		}
 		if time.Now().Add(pause).After(deadline) {
-			return fmt.Errorf("mysql: vtgate's VSchema lacked the table for %s: %w", vschemaLagBound, err)
+			return fmt.Errorf("mysql: vtgate's VSchema lacked the table for %s: %w", bound, err)
 		}
 		select {
 		case <-ctx.Done():

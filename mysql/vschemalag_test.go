@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	mysqldriver "github.com/go-sql-driver/mysql"
 
@@ -57,7 +59,7 @@ func TestSchemaTxWaitsOutVSchemaLag(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, stmt := range []string{"Exec", "Query"} {
 				l := &lagging{refusals: tc.refusals, err: tc.err}
-				tx := vschemaLagTx{l}
+				tx := vschemaLagTx{l, vschemaLagBound}
 				var err error
 				if stmt == "Exec" {
 					_, err = tx.Exec(t.Context(), "INSERT IGNORE INTO idem_fence (id, max_deleted_token) VALUES (1, 0)")
@@ -83,11 +85,24 @@ func TestSchemaTxLagEndsWithContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	l := &lagging{refusals: 1 << 30}
-	_, err := vschemaLagTx{l}.Exec(ctx, "CREATE TABLE t (k INT)")
+	_, err := vschemaLagTx{l, vschemaLagBound}.Exec(ctx, "CREATE TABLE t (k INT)")
 	if !errors.Is(err, context.Canceled) || !tableNotPlanned(err) {
 		t.Fatalf("Exec after the context ended: %v, want the refusal and context.Canceled", err)
 	}
 	if l.tries != 1 {
 		t.Fatalf("tried %d times after the context ended, want 1", l.tries)
+	}
+}
+
+// The tries end at their bound, the refusal kept.
+func TestSchemaTxLagBounded(t *testing.T) {
+	l := &lagging{refusals: 1 << 30}
+	start := time.Now()
+	_, err := vschemaLagTx{l, 100 * time.Millisecond}.Exec(t.Context(), "CREATE TABLE t (k INT)")
+	if !tableNotPlanned(err) || !strings.Contains(err.Error(), "for 100ms") {
+		t.Fatalf("Exec while the VSchema lags past the bound: %v, want the refusal, naming the bound", err)
+	}
+	if l.tries < 2 || time.Since(start) > 5*time.Second {
+		t.Fatalf("%d tries in %v, want several within the bound", l.tries, time.Since(start))
 	}
 }
