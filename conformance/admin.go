@@ -89,18 +89,18 @@ func testAdminList[TTx any](t *testing.T, b Backend[TTx]) {
 	clk := newClock(t0)
 	e := setup(t, b, idem.Config{Retention: retention, Clock: clk.Now})
 	// Claimed two days ago: expired by now.
-	e.do(e.Store, scoped("tenant-a POST /orders", "old-done"), e.work("list", created("x")))
+	e.do(e.Store, scoped("tenant-a POST /orders", "old-done"), e.workIn("tenant-a POST /orders", "list", created("x")))
 	e.commitPending(scoped("tenant-a POST /orders", "old-pending"))
 	clk.add(2 * retention)
 	// Claimed an hour ago.
-	e.do(e.Store, scoped("tenant-a POST /orders", "k2"), e.work("list", created("x")))
-	e.do(e.Store, scoped("tenant-a POST /orders", "k1"), e.work("list", created("x")))
+	e.do(e.Store, scoped("tenant-a POST /orders", "k2"), e.workIn("tenant-a POST /orders", "list", created("x")))
+	e.do(e.Store, scoped("tenant-a POST /orders", "k1"), e.workIn("tenant-a POST /orders", "list", created("x")))
 	e.commitPending(scoped("tenant-a PATCH /orders", "k3"))
-	e.do(e.Store, scoped("tenant-ab POST /orders", "k4"), e.work("list", created("x")))
+	e.do(e.Store, scoped("tenant-ab POST /orders", "k4"), e.workIn("tenant-ab POST /orders", "list", created("x")))
 	e.commitPending(scoped("tënant-ü POST /x", "k5"))
 	clk.add(time.Hour)
 	// Claimed now.
-	e.do(e.Store, scoped("tenant-b POST /orders", "k6"), e.work("list", created("x")))
+	e.do(e.Store, scoped("tenant-b POST /orders", "k6"), e.workIn("tenant-b POST /orders", "list", created("x")))
 	e.commitPending(scoped("tenant-a POST /orders", "k7"))
 
 	keys := func(f idem.ListFilter) []string {
@@ -237,14 +237,14 @@ func testAdminCounts[TTx any](t *testing.T, b Backend[TTx]) {
 	clk := newClock(t0)
 	e := setup(t, b, idem.Config{Retention: retention, Clock: clk.Now})
 	for i := range 3 {
-		e.do(e.Store, scoped("tenant-a POST /x", keyN("old", i)), e.work("count", created("x")))
+		e.do(e.Store, scoped("tenant-a POST /x", keyN("old", i)), e.workIn("tenant-a POST /x", "count", created("x")))
 	}
 	e.commitPending(scoped("tenant-b POST /x", "old-pending"))
 	clk.add(lifetime)
 	for i := range 4 {
-		e.do(e.Store, scoped("tenant-a POST /x", keyN("done", i)), e.work("count", created("x")))
+		e.do(e.Store, scoped("tenant-a POST /x", keyN("done", i)), e.workIn("tenant-a POST /x", "count", created("x")))
 	}
-	e.do(e.Store, scoped("tenant-b POST /x", "done"), e.work("count", created("x")))
+	e.do(e.Store, scoped("tenant-b POST /x", "done"), e.workIn("tenant-b POST /x", "count", created("x")))
 	for i := range 2 {
 		e.commitPending(scoped("tenant-a POST /x", keyN("pending", i)))
 	}

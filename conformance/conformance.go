@@ -37,6 +37,7 @@ package conformance
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -206,7 +207,7 @@ type env[TTx any] struct {
 func setup[TTx any](t *testing.T, b Backend[TTx], cfg idem.Config) *env[TTx] {
 	t.Helper()
 	f := NewFixture(t, b, FixtureOptions[TTx]{Config: cfg})
-	return &env[TTx]{Fixture: f, effects: f.CreateTable("fx", "k VARCHAR(255) NOT NULL")}
+	return &env[TTx]{Fixture: f, effects: createEffects(f)}
 }
 
 // setupObserved is setup with an Observer on the store's driver, for cases
@@ -215,18 +216,41 @@ func setupObserved[TTx any](t *testing.T, b Backend[TTx], cfg idem.Config) *env[
 	t.Helper()
 	obs := NewObserver()
 	f := NewFixture(t, b, FixtureOptions[TTx]{Config: cfg, Wrap: func(d dialect.Driver[TTx]) dialect.Driver[TTx] { return Observe(d, obs) }})
-	return &env[TTx]{Fixture: f, effects: f.CreateTable("fx", "k VARCHAR(255) NOT NULL"), obs: obs}
+	return &env[TTx]{Fixture: f, effects: createEffects(f), obs: obs}
 }
 
-// effect is the user's write, made in the claim's transaction.
+// createEffects creates a case's effect table: a row per effect, its
+// label (k) and the scope of the record it belongs to, beside which a
+// sharded backend keeps it.
+func createEffects[TTx any](f *Fixture[TTx]) string {
+	f.T.Helper()
+	return f.CreateScopedTable("fx", "k VARCHAR(255) NOT NULL, scope VARCHAR(255) NOT NULL")
+}
+
+// effect is the user's write, made in the claim's transaction, for a
+// record of DefaultScope.
 func (e *env[TTx]) effect(ctx context.Context, tx TTx, label string) error {
+	return e.effectIn(ctx, tx, DefaultScope, label)
+}
+
+// effectIn is effect for a record of scope.
+func (e *env[TTx]) effectIn(ctx context.Context, tx TTx, scope, label string) error {
 	q, err := e.Driver.Wrap(tx)
 	if err != nil {
 		return err
 	}
-	_, err = q.Exec(ctx, "INSERT INTO "+e.effects+" (k) VALUES ('"+label+"')")
+	_, err = q.Exec(ctx, e.effectInsert(scope, label))
 	return err
 }
+
+// effectInsert is the INSERT of an effect labelled label for a record of
+// scope.
+func (e *env[TTx]) effectInsert(scope, label string) string {
+	return "INSERT INTO " + e.effects + " (k, scope) VALUES (" + sqlString(label) + ", " + sqlString(scope) + ")"
+}
+
+// sqlString is s as a SQL string literal.
+func sqlString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // effectCounts counts the effect table's rows by label.
 func (e *env[TTx]) effectCounts() (map[string]int64, error) {
@@ -286,17 +310,22 @@ func (e *env[TTx]) effectCount(label string) int64 {
 // request builds a request for key in the case's default scope.
 func request(key, body string) idem.Request {
 	return idem.Request{
-		Scope:       "tenant-1 POST /orders",
+		Scope:       DefaultScope,
 		Key:         key,
 		Fingerprint: idem.FingerprintRequest("POST", "/orders", []byte(body)),
 	}
 }
 
-// work returns a Func that writes one effect labelled label and answers
-// resp.
+// work returns a Func that writes one effect labelled label, for a record
+// of DefaultScope, and answers resp.
 func (e *env[TTx]) work(label string, resp idem.Response) idem.Func[TTx] {
+	return e.workIn(DefaultScope, label, resp)
+}
+
+// workIn is work for a record of scope.
+func (e *env[TTx]) workIn(scope, label string, resp idem.Response) idem.Func[TTx] {
 	return func(ctx context.Context, tx TTx) (idem.Response, error) {
-		if err := e.effect(ctx, tx, label); err != nil {
+		if err := e.effectIn(ctx, tx, scope, label); err != nil {
 			return idem.Response{}, err
 		}
 		return resp, nil

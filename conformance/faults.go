@@ -59,5 +59,5 @@ func setupFaults[TTx any](t *testing.T, b Backend[TTx], cfg idem.Config) (*env[T
 		fl = &faults[TTx]{Driver: d}
 		return fl
 	}})
-	return &env[TTx]{Fixture: f, effects: f.CreateTable("fx", "k VARCHAR(255) NOT NULL")}, fl
+	return &env[TTx]{Fixture: f, effects: createEffects(f)}, fl
 }

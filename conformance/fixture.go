@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -64,12 +65,35 @@ type Backend[TTx any] struct {
 	// with RunCases, on a server of its own.
 	Restart func(ctx context.Context) error
 	// RouteTable, when set, runs after the suite creates a table of its
-	// own (a case's effects, whose rows have a column k) and before any
-	// row is written to it: a sharded backend routes the table so that its
-	// rows live on the shard of the case's records (on Vitess, a VSchema
-	// entry). q is the driver's pool.
-	RouteTable func(t *testing.T, q dialect.Queryer, table string)
+	// own (a case's effects) and before any row is written to it: a
+	// sharded backend routes the table so that each row lives on the
+	// shard of the record it belongs to (on Vitess, a VSchema entry).
+	// scopeColumn names the column that holds, in each row, the scope of
+	// that record (Fixture.CreateScopedTable): route by it as the records
+	// are routed by scope. When it is empty, every row belongs to a record
+	// of the suite's default scope, DefaultScope. q is the driver's pool.
+	RouteTable func(t *testing.T, q dialect.Queryer, table, scopeColumn string)
+	// CrossShard, when set, is the backend's refusal of a transaction
+	// that writes on two shards (on Vitess under transaction_mode SINGLE,
+	// mysql.ErrCrossShard), matched with errors.Is on an error or on the
+	// dialect's classification of it; set it for a backend whose
+	// RouteTable keeps scopes on different shards. The cases whose
+	// batches span two scopes then expect that refusal with nothing
+	// written: the model's two scopes lie on the two shards of a keyspace
+	// split in two by Vitess's xxhash, and so do BatchInvalid's. Leave it
+	// nil where one transaction may write any scope.
+	CrossShard error
 }
+
+// isCrossShard reports whether err is b.CrossShard, as it is or as d's
+// dialect classifies it.
+func isCrossShard[TTx any](b Backend[TTx], d dialect.Driver[TTx], err error) bool {
+	return b.CrossShard != nil && err != nil && (errors.Is(err, b.CrossShard) || errors.Is(d.Dialect().Classify(err), b.CrossShard))
+}
+
+// DefaultScope is the scope of the suite's requests where a case names
+// none.
+const DefaultScope = "tenant-1 POST /orders"
 
 // CommitBreaker is a driver whose connections break, once armed, right
 // after the next COMMIT was sent: the server may or may not have committed,
@@ -159,7 +183,7 @@ type Fixture[TTx any] struct {
 	// Table is the store's table.
 	Table string
 
-	routeTable func(t *testing.T, q dialect.Queryer, table string)
+	routeTable func(t *testing.T, q dialect.Queryer, table, scopeColumn string)
 }
 
 // FixtureOptions change a fixture.
@@ -240,14 +264,30 @@ func (f *Fixture[TTx]) dropAtCleanup(tables ...string) {
 
 // CreateTable creates the table <Table>_<suffix> with the given column
 // definitions, dropped when the case ends, and returns its name. Cases keep
-// their effects (a user's order rows, say) in such a table.
+// their effects (a user's order rows, say) in such a table; its rows belong
+// to records of DefaultScope, beside which a sharded backend keeps them
+// (Backend.RouteTable).
 func (f *Fixture[TTx]) CreateTable(suffix, columns string) string {
+	f.T.Helper()
+	return f.createTable(suffix, columns, "")
+}
+
+// CreateScopedTable is CreateTable for a table whose rows belong to
+// records of several scopes: its column scope, which columns must define,
+// holds each row's, and a sharded backend keeps each row beside the
+// records of its scope.
+func (f *Fixture[TTx]) CreateScopedTable(suffix, columns string) string {
+	f.T.Helper()
+	return f.createTable(suffix, columns, "scope")
+}
+
+func (f *Fixture[TTx]) createTable(suffix, columns, scopeColumn string) string {
 	f.T.Helper()
 	name := f.Table + "_" + suffix
 	f.Exec(f.Driver.Pool(), "CREATE TABLE "+name+" ("+columns+")")
 	f.dropAtCleanup(name)
 	if f.routeTable != nil {
-		f.routeTable(f.T, f.Driver.Pool(), name)
+		f.routeTable(f.T, f.Driver.Pool(), name, scopeColumn)
 	}
 	return name
 }

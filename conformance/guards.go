@@ -175,7 +175,7 @@ func testCompleteFindsNothing[TTx any](t *testing.T, b Backend[TTx]) {
 		if err != nil {
 			return idem.Response{}, err
 		}
-		if _, err := q.Exec(ctx, "DELETE FROM "+e.Table); err != nil {
+		if _, err := q.Exec(ctx, "DELETE FROM "+e.Table+" WHERE scope = "+sqlString(req.Scope)+" AND idem_key = "+sqlString(req.Key)); err != nil {
 			return idem.Response{}, err
 		}
 		return created("x"), nil

@@ -128,7 +128,7 @@ func testHistory[TTx any](t *testing.T, b Backend[TTx]) {
 		return fl
 	}})
 	h := &historyRun[TTx]{
-		env:     &env[TTx]{Fixture: f, effects: f.CreateTable("fx", "k VARCHAR(255) NOT NULL")},
+		env:     &env[TTx]{Fixture: f, effects: createEffects(f)},
 		seed:    seed,
 		breaker: br != nil,
 		keys:    map[string]bool{},

@@ -213,15 +213,15 @@ func testScopesIsolateKeys[TTx any](t *testing.T, b Backend[TTx]) {
 	a.Scope = "tenant-a POST /orders"
 	c := request("shared-key", "c")
 	c.Scope = "tenant-c POST /orders"
-	ra := e.do(e.Store, a, e.work("scope-a", created("for a")))
-	rc := e.do(e.Store, c, e.work("scope-c", created("for c")))
+	ra := e.do(e.Store, a, e.workIn(a.Scope, "scope-a", created("for a")))
+	rc := e.do(e.Store, c, e.workIn(c.Scope, "scope-c", created("for c")))
 	if ra.Outcome != idem.Won || rc.Outcome != idem.Won {
 		e.Fatalf(a.Key, "two scopes: outcomes %v and %v, want both won", ra.Outcome, rc.Outcome)
 	}
-	if r := e.do(e.Store, a, e.work("scope-a", created("again"))); r.Outcome != idem.Replay || string(r.Response.Body) != "for a" {
+	if r := e.do(e.Store, a, e.workIn(a.Scope, "scope-a", created("again"))); r.Outcome != idem.Replay || string(r.Response.Body) != "for a" {
 		e.Fatalf(a.Key, "scope a replay: %v %q", r.Outcome, r.Response.Body)
 	}
-	if r := e.do(e.Store, c, e.work("scope-c", created("again"))); r.Outcome != idem.Replay || string(r.Response.Body) != "for c" {
+	if r := e.do(e.Store, c, e.workIn(c.Scope, "scope-c", created("again"))); r.Outcome != idem.Replay || string(r.Response.Body) != "for c" {
 		e.Fatalf(c.Key, "scope c replay: %v %q", r.Outcome, r.Response.Body)
 	}
 	rec, err := e.Store.Lookup(e.Ctx, a.Scope, a.Key)

@@ -70,6 +70,9 @@ type modelBudget struct {
 	steps    int
 	taken    int
 	failing  bool
+	// refusedAcross counts the batches refused as transactions on two
+	// shards (Backend.CrossShard).
+	refusedAcross int
 }
 
 func newModelBudget(t *testing.T) *modelBudget {
@@ -146,7 +149,8 @@ func testModel[TTx any](t *testing.T, b Backend[TTx]) {
 			}()
 			sequences++
 			r := &modelRun[TTx]{t: rt, ctx: ctx, e: e, clk: clk, stores: stores, m: newRefModel(), budget: budget, seq: sequences,
-				downstream: map[int]string{}, created: map[int]time.Time{}}
+				downstream: map[int]string{}, created: map[int]time.Time{},
+				crossShard: func(err error) bool { return isCrossShard(b, e.Driver, err) }, shardedScopes: b.CrossShard != nil}
 			r.reset()
 			rt.Repeat(map[string]func(*rapid.T){
 				"Do":            r.do,
@@ -179,6 +183,9 @@ func testModel[TTx any](t *testing.T, b Backend[TTx]) {
 	}
 	t.Logf("[%s] model: %d sequences, %d steps checked (bounds: %s and %d steps, set by %s and %s)",
 		b.Name, sequences, budget.taken, budget.time, budget.steps, ModelTimeEnv, ModelStepsEnv)
+	if b.CrossShard != nil {
+		t.Logf("[%s] model: %d batches over both scopes refused as transactions on two shards", b.Name, budget.refusedAcross)
+	}
 }
 
 // rapidInvalidData reports whether p is rapid's panic for a draw its data
@@ -216,6 +223,11 @@ type modelRun[TTx any] struct {
 	// the first step and when it was claimed.
 	downstream map[int]string
 	created    map[int]time.Time
+	// shardedScopes: the backend keeps the two scopes on two shards, and
+	// crossShard reports its refusal of a transaction on both
+	// (Backend.CrossShard).
+	shardedScopes bool
+	crossShard    func(error) bool
 }
 
 // modelHolder is a lease some step won, held or long lost.
@@ -235,6 +247,10 @@ func modelSlots() []slot {
 	return []slot{{"model-a", "k1"}, {"model-a", "k2" + strings.Repeat("-", idem.MaxKeyBytes-2)}, {"model-b", "k1"}}
 }
 
+// modelScopes are the scopes of modelSlots, in order. On a keyspace split
+// in two by Vitess's xxhash (-80 and 80-), each lies on a shard of its own.
+func modelScopes() []string { return []string{"model-a", "model-b"} }
+
 // modelBodies are the request bodies: two, so that a key is reused with
 // another request.
 func modelBodies() []string { return []string{"x", "y"} }
@@ -247,25 +263,32 @@ const maxModelHolders = 6
 
 // reset empties the table and its token floor and winds the clock back, so
 // every sequence starts from nothing. (The effects stay: each sequence
-// labels its own.) In a transaction of the driver's: a cluster node that
-// reads causally applies every earlier commit at its BEGIN, so the DELETE
-// meets the records the last sequence committed on other nodes.
+// labels its own.) Each statement in a transaction of the driver's: a
+// cluster node that reads causally applies every earlier commit at its
+// BEGIN, so the DELETE meets the records the last sequence committed on
+// other nodes. One scope per transaction: a sharded backend keeps the
+// scopes on two shards, and the token floor on one.
 func (r *modelRun[TTx]) reset() {
-	tx, err := r.e.Driver.Begin(r.ctx, dialect.BeginOptions{})
-	if err != nil {
-		r.fail("reset: begin: %v", err)
+	var stmts []string
+	for _, scope := range modelScopes() {
+		stmts = append(stmts, "DELETE FROM "+r.e.Table+" WHERE scope = "+sqlString(scope))
 	}
-	for _, stmt := range []string{
-		"DELETE FROM " + r.e.Table,
-		"UPDATE " + r.e.Table + "_fence SET max_deleted_token = 0 WHERE id = 1",
-	} {
+	stmts = append(stmts, "UPDATE "+r.e.Table+"_fence SET max_deleted_token = 0 WHERE id = 1")
+	for _, stmt := range stmts {
+		tx, err := r.e.Driver.Begin(r.ctx, dialect.BeginOptions{})
+		if err != nil {
+			r.fail("reset: begin: %v", err)
+		}
 		if _, err := tx.Exec(r.ctx, stmt); err != nil {
 			_ = tx.Rollback(r.ctx)
 			r.fail("reset: %s: %v", stmt, err)
 		}
+		if err := tx.Commit(r.ctx); err != nil {
+			r.fail("reset: %s: commit: %v", stmt, err)
+		}
 	}
-	if err := tx.Commit(r.ctx); err != nil {
-		r.fail("reset: commit: %v", err)
+	if n := r.e.Records(); n != 0 {
+		r.fail("reset: %d records left in scopes the model does not use", n)
 	}
 	r.clk.set(t0)
 }

@@ -51,7 +51,7 @@ func (r *modelRun[TTx]) do(t *rapid.T) {
 		calls++
 		claimedAt = r.clk.Now() // the clock moves only here: this attempt claimed at this instant
 		r.clk.add(work)
-		if err := r.e.effect(ctx, tx, label); err != nil {
+		if err := r.e.effectIn(ctx, tx, s.scope, label); err != nil {
 			return idem.Response{}, err
 		}
 		switch {
@@ -150,7 +150,7 @@ func (r *modelRun[TTx]) claimInTx(t *rapid.T) {
 		r.fail("Claim on %s: %v, the model says Won (record: %s)", s, cl.Outcome, r.describeModel(s))
 	}
 	label := r.label("i%d", r.nextIntention())
-	if err := r.e.effect(r.ctx, tx.Native(), label); err != nil {
+	if err := r.e.effectIn(r.ctx, tx.Native(), s.scope, label); err != nil {
 		r.fail("effect: %v", err)
 	}
 	r.clk.add(work)

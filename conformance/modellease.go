@@ -122,7 +122,7 @@ func (r *modelRun[TTx]) recordStep(t *rapid.T) {
 	ran := false
 	err := h.lease.RecordStep(r.ctx, step, data, func(ctx context.Context, tx TTx) error {
 		ran = true
-		if err := r.e.effect(ctx, tx, label); err != nil {
+		if err := r.e.effectIn(ctx, tx, h.slot.scope, label); err != nil {
 			return err
 		}
 		if fails {
@@ -167,7 +167,7 @@ func (r *modelRun[TTx]) leaseComplete(t *rapid.T) {
 	ran := false
 	res, err := h.lease.Complete(r.ctx, resp, func(ctx context.Context, tx TTx) error {
 		ran = true
-		return r.e.effect(ctx, tx, label)
+		return r.e.effectIn(ctx, tx, h.slot.scope, label)
 	})
 	r.did("Complete by %s with %s: committed=%v err %v", h.name, describeResponse(resp), res.Committed, err)
 	if len(resp.Body) > modelMaxBody && !h.ended { // refused before the database is asked

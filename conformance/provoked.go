@@ -215,7 +215,7 @@ func testCommitConnectionLost[TTx any](t *testing.T, b Backend[TTx]) {
 		if err != nil {
 			return idem.Response{}, err
 		}
-		if _, err := q.Exec(ctx, "INSERT INTO "+e.effects+" (k) VALUES ('commit-lost')"); err != nil {
+		if _, err := q.Exec(ctx, e.effectInsert(DefaultScope, "commit-lost")); err != nil {
 			return idem.Response{}, err
 		}
 		br.Arm()

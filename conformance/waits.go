@@ -32,7 +32,7 @@ func testWaitBoundScope[TTx any](t *testing.T, b Backend[TTx]) {
 				e.do(e.Store, req, e.work("bound-scope-old", created("old")))
 				clk.add(lifetime)
 			}
-			e.Exec(e.Driver.Pool(), "INSERT INTO "+e.effects+" (k) VALUES ('row-lock')")
+			e.Exec(e.Driver.Pool(), e.effectInsert(DefaultScope, "row-lock"))
 			lockRow := rowLock(e.effects)
 			holder := e.Begin()
 			defer holder.Rollback(e.Ctx)
@@ -78,7 +78,7 @@ func testWaitBoundScope[TTx any](t *testing.T, b Backend[TTx]) {
 // 'row-lock': a locking read, not an UPDATE, as a sharded backend may route
 // the effects table by k, which vtgate lets no UPDATE set (VT12001).
 func rowLock(effects string) string {
-	return "SELECT k FROM " + effects + " WHERE k = 'row-lock' FOR UPDATE"
+	return "SELECT k FROM " + effects + " WHERE scope = " + sqlString(DefaultScope) + " AND k = 'row-lock' FOR UPDATE"
 }
 
 // testSubMillisecondWaitBound: a wait bound below one millisecond is still a

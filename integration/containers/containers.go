@@ -218,8 +218,16 @@ func Terminate() error {
 // and exits with the tests' status. It is meant to be a package's TestMain:
 //
 //	func TestMain(m *testing.M) { containers.Main(m) }
-func Main(m *testing.M) {
+func Main(m *testing.M) { MainDiagnosing(m, nil) }
+
+// MainDiagnosing is [Main] with diagnose, when set, run after a failed run
+// and before the containers are terminated, while what the tests saw is
+// still there to read: a stall's locks, a server's state.
+func MainDiagnosing(m *testing.M, diagnose func()) {
 	code := m.Run()
+	if code != 0 && diagnose != nil {
+		diagnose()
+	}
 	if err := Terminate(); err != nil {
 		fmt.Fprintf(os.Stderr, "containers: terminate: %v\n", err)
 		if code == 0 {

@@ -2,7 +2,9 @@ package containers
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"strings"
@@ -120,4 +122,72 @@ func startVitess(ctx context.Context, image string) (testcontainers.Container, s
 		return ctr, "", err
 	}
 	return ctr, vitessDSN(host, port), nil
+}
+
+// DiagnoseVitess writes to w what each shard's MySQL behind [Vitess]'s
+// vtgate is doing, when this test binary started the container: the
+// statements that are not idle, longest first, and the table metadata
+// locks held or waited for. integration/vitess calls it after a failed run
+// (MainDiagnosing): a case that stalled for minutes behind vtgate leaves
+// its cause there (a DDL waiting for a metadata lock, say).
+func DiagnoseVitess(w io.Writer) {
+	vitessServer.mu.Lock()
+	dsn := vitessServer.dsn
+	vitessServer.mu.Unlock()
+	if dsn == "" {
+		return
+	}
+	queries := []string{
+		"SELECT id, user, db, command, time, state, LEFT(info, 300) FROM information_schema.processlist " +
+			"WHERE command <> 'Sleep' ORDER BY time DESC",
+		"SELECT object_schema, object_name, lock_type, lock_status, owner_thread_id FROM performance_schema.metadata_locks " +
+			"WHERE object_type = 'TABLE' ORDER BY lock_status, object_name",
+	}
+	for _, target := range []string{VitessKeyspace + ":-80", VitessKeyspace + ":80-", VitessUnsharded} {
+		fmt.Fprintf(w, "containers: Vitess diagnostics, %s:\n", target)
+		db, err := sql.Open("mysql", strings.TrimSuffix(dsn, "/"+VitessKeyspace)+"/"+target)
+		if err != nil {
+			fmt.Fprintf(w, "  open: %v\n", err)
+			continue
+		}
+		for _, q := range queries {
+			fmt.Fprintf(w, "  %s\n", q)
+			if err := printRows(w, db, q); err != nil {
+				fmt.Fprintf(w, "  error: %v\n", err)
+			}
+		}
+		_ = db.Close()
+	}
+}
+
+// printRows writes the rows of query on db to w, one line each, within
+// ten seconds.
+func printRows(w io.Writer, db *sql.DB, query string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rows, err := db.QueryContext(ctx, query)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return err
+	}
+	values := make([]sql.NullString, len(cols))
+	dest := make([]any, len(cols))
+	for i := range values {
+		dest[i] = &values[i]
+	}
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			return err
+		}
+		fields := make([]string, len(values))
+		for i, v := range values {
+			fields[i] = cols[i] + "=" + v.String
+		}
+		fmt.Fprintf(w, "    %s\n", strings.Join(fields, " "))
+	}
+	return rows.Err()
 }

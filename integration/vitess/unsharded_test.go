@@ -21,16 +21,13 @@ var notBehindVtgate = map[string]string{
 
 // The conformance suite, the model and History through vtgate on its
 // unsharded keyspace: vtgate's session handling, error numbers and schema
-// tracking without the limits of shards. The sharded run (TestConformance)
-// skips the cases that write across shards themselves, the model among
-// them; here they run.
+// tracking without the limits of shards, where a batch over two scopes is
+// one transaction like any other.
 func TestConformanceUnsharded(t *testing.T) {
 	conformance.Run(t, conformance.Backend[*sql.Tx]{
 		Name: "vitess/unsharded",
 		Open: func(t *testing.T) dialect.Driver[*sql.Tx] {
-			if reason, ok := notBehindVtgate[caseName(t)]; ok {
-				t.Skipf("not behind vtgate yet: %s", reason)
-			}
+			skipIfNotBehindVtgate(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			d, err := mysql.New(ctx, containers.SharedDB(t, containers.VitessIn(t, containers.VitessUnsharded)+"?"+single), mysql.Options{})
@@ -45,4 +42,11 @@ func TestConformanceUnsharded(t *testing.T) {
 			return commitcut.MySQLBreaker(t, containers.VitessIn(t, containers.VitessUnsharded)+"?"+single, mysql.Options{})
 		},
 	})
+}
+
+// skipIfNotBehindVtgate skips t when its case is in notBehindVtgate.
+func skipIfNotBehindVtgate(t *testing.T) {
+	if reason, ok := notBehindVtgate[caseName(t)]; ok {
+		t.Skipf("not behind vtgate yet: %s", reason)
+	}
 }

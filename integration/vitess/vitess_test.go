@@ -7,7 +7,8 @@ package vitess_test
 import (
 	"context"
 	"database/sql"
-	"path"
+	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -22,7 +23,11 @@ import (
 	"github.com/idemkit/idem/mysql"
 )
 
-func TestMain(m *testing.M) { containers.Main(m) }
+// TestMain runs the package's tests; after a failed run it writes what the
+// shards' MySQL servers are doing (containers.DiagnoseVitess).
+func TestMain(m *testing.M) {
+	containers.MainDiagnosing(m, func() { containers.DiagnoseVitess(os.Stderr) })
+}
 
 // single is the DSN parameter that makes vtgate refuse a second shard in a
 // transaction; New refuses vttestserver's default, MULTI.
@@ -52,16 +57,23 @@ func newDriver(t *testing.T, opts mysql.Options) *mysql.Driver {
 	return d
 }
 
-// onFirstShard routes a table of the suite's to shard -80 whatever its rows
-// hold (Vitess's null vindex), where the suite's scope, "tenant-1 POST
-// /orders", has its records (xxhash).
-func onFirstShard(t *testing.T, q dialect.Queryer, table string) {
+// besideRecords routes a table of the suite's as Backend.RouteTable asks:
+// by the column that holds each row's scope, through the vindex that
+// routes idem's records by scope (Migrate's, xxhash), so that each row
+// lives beside its record; or, for a table without one, whose rows all
+// belong to records of conformance.DefaultScope, to shard -80 whatever
+// its rows hold (Vitess's null vindex), where that scope's records live.
+func besideRecords(t *testing.T, q dialect.Queryer, table, scopeColumn string) {
 	t.Helper()
+	vindex := "xxhash(`" + scopeColumn + "`) USING xxhash"
+	if scopeColumn == "" {
+		vindex = "first_shard(k) USING `null`"
+	}
 	vschemaChanges.Lock()
-	_, err := q.Exec(t.Context(), "ALTER VSCHEMA ON `"+table+"` ADD VINDEX first_shard(k) USING `null`")
+	_, err := q.Exec(t.Context(), "ALTER VSCHEMA ON `"+table+"` ADD VINDEX "+vindex)
 	vschemaChanges.Unlock()
 	if err != nil {
-		t.Fatalf("route %s to the first shard: %v", table, err)
+		t.Fatalf("route %s by %s: %v", table, vindex, err)
 	}
 	servedSteadily(t, q, table)
 }
@@ -76,25 +88,34 @@ func onFirstShard(t *testing.T, q dialect.Queryer, table string) {
 // them.
 func servedSteadily(t *testing.T, q dialect.Queryer, table string) {
 	t.Helper()
+	if err := steadilyServed(t.Context(), q, table); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// steadilyServed is servedSteadily's wait, for callers without a
+// testing.T.
+func steadilyServed(ctx context.Context, q dialect.Queryer, table string) error {
 	const steady, pause = 5, 40 * time.Millisecond
 	deadline := time.Now().Add(30 * time.Second)
 	for inRow := 0; inRow < steady; time.Sleep(pause) {
-		_, err := q.Exec(t.Context(), "SELECT 1 FROM `"+table+"` LIMIT 1")
+		_, err := q.Exec(ctx, "SELECT 1 FROM `"+table+"` LIMIT 1")
 		switch {
 		case err == nil:
 			inRow++
 		case strings.HasSuffix(err.Error(), " not found") && time.Now().Before(deadline):
 			inRow = 0
 		default:
-			t.Fatalf("read %s after routing it: %v", table, err)
+			return fmt.Errorf("read %s after routing it: %w", table, err)
 		}
 	}
+	return nil
 }
 
 // vschemaChanges serialises the VSchema changes of this test binary's
-// cases: their Migrates (serialMigrations) and onFirstShard. When two ALTER
+// cases: their Migrates (serialMigrations) and besideRecords. When two ALTER
 // VSCHEMA race, one may be refused as made on a stale VSchema (Migrate
-// tries again; onFirstShard would fail the case); in production, run
+// tries again; besideRecords would fail the case); in production, run
 // Migrate from one place.
 var vschemaChanges sync.Mutex
 
@@ -131,35 +152,6 @@ func (t *unlockAtEnd) Rollback(ctx context.Context) error {
 	return t.Tx.Rollback(ctx)
 }
 
-// notOnShards names the conformance cases that do not hold on a keyspace
-// of two shards, beside those of notBehindVtgate, each with the reason
-// (mysql/vitess.go says more): cases that write or delete across shards
-// themselves. They skip, as .ci/skips allows; every other case runs
-// through vtgate, and TestConformanceUnsharded runs these too.
-var notOnShards = map[string]string{
-	"BatchInvalid":                   "its batch holds one key in two scopes, whose records live on both shards: vtgate refuses the batch (1317), as any batch across shards",
-	"AdminList":                      "its records are in several scopes, on both shards, while the suite keeps their effects in one table on the first shard: the writes span two shards (1317)",
-	"ScopesIsolateKeys":              "its records are in two scopes, as AdminList",
-	"Model":                          "its sequences use several scopes (both shards) with their effects in one table on the first shard, and its reset deletes both shards' records in one transaction",
-	"CompleteFindsNothingRollsBack":  "the case deletes the claimed record by key alone from another session, a DELETE vtgate sends to both shards and refuses under SINGLE",
-	"MigrateAfterCrashBeforeVersion": "the case forgets versions with a DELETE by a range of versions, which vtgate sends to both shards and refuses under SINGLE",
-	"MigrateUpgradesUnversioned":     "the case creates the first version's table outside Migrate, which the VSchema does not route",
-}
-
-// skipIfNotOnShards skips t when its case is in notBehindVtgate or
-// notOnShards.
-func skipIfNotOnShards(t *testing.T) {
-	name := caseName(t)
-	if reason, ok := notBehindVtgate[name]; ok {
-		t.Skipf("not behind vtgate yet: %s", reason)
-	}
-	for pattern, reason := range notOnShards {
-		if ok, _ := path.Match(pattern, name); ok {
-			t.Skipf("not on a sharded keyspace yet: %s", reason)
-		}
-	}
-}
-
 // caseName is the conformance case t runs: TestConformance/<case>/...
 func caseName(t *testing.T) string {
 	parts := strings.Split(t.Name(), "/")
@@ -170,21 +162,41 @@ func caseName(t *testing.T) string {
 }
 
 // The conformance suite through vtgate, records routed by scope. The suite
-// keeps every case's effects in tables of its own, which onFirstShard puts
-// beside the records of its scope.
+// keeps every case's effects in tables of its own, which besideRecords
+// routes beside the records of their scope; a batch over two scopes on two
+// shards is refused (mysql.ErrCrossShard), and the model's two scopes lie
+// on the two shards.
 func TestConformance(t *testing.T) {
 	conformance.Run(t, conformance.Backend[*sql.Tx]{
 		Name: "vitess",
 		Open: func(t *testing.T) dialect.Driver[*sql.Tx] {
-			skipIfNotOnShards(t)
+			skipIfNotBehindVtgate(t)
 			return serialMigrations{newDriver(t, mysql.Options{})}
 		},
-		InsertLegacy: insertLegacy,
-		RouteTable:   onFirstShard,
+		InsertLegacy: insertLegacyRouted,
+		RouteTable:   besideRecords,
+		CrossShard:   mysql.ErrCrossShard,
 		BreakCommit: func(t *testing.T) conformance.CommitBreaker[*sql.Tx] {
 			return commitcut.MySQLBreaker(t, containers.Vitess(t)+"?"+single, mysql.Options{})
 		},
 	})
+}
+
+// insertLegacyRouted is insertLegacy on a sharded keyspace, where a table
+// the first schema version made by hand holds rows only once its owner
+// routed it: by scope, through the vindex Migrate uses, which Migrate then
+// finds in place.
+func insertLegacyRouted(ctx context.Context, q dialect.Queryer, table string, rows []conformance.LegacyRecord) error {
+	vschemaChanges.Lock()
+	_, err := q.Exec(ctx, "ALTER VSCHEMA ON `"+table+"` ADD VINDEX xxhash(scope) USING xxhash")
+	vschemaChanges.Unlock()
+	if err != nil {
+		return fmt.Errorf("route %s by scope: %w", table, err)
+	}
+	if err := steadilyServed(ctx, q, table); err != nil {
+		return err
+	}
+	return insertLegacy(ctx, q, table, rows)
 }
 
 // insertLegacy writes rows as the first schema version did.
