@@ -249,7 +249,9 @@ func (e *env[TTx]) effectInsert(scope, label string) string {
 	return "INSERT INTO " + e.effects + " (k, scope) VALUES (" + sqlString(label) + ", " + sqlString(scope) + ")"
 }
 
-// sqlString is s as a SQL string literal.
+// sqlString is s as a SQL string literal, quotes doubled. MySQL also reads
+// a backslash as an escape (unless NO_BACKSLASH_ESCAPES): the suite's
+// labels and scopes hold none.
 func sqlString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // effectCounts counts the effect table's rows by label.

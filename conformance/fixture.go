@@ -70,18 +70,20 @@ type Backend[TTx any] struct {
 	// shard of the record it belongs to (on Vitess, a VSchema entry).
 	// scopeColumn names the column that holds, in each row, the scope of
 	// that record (Fixture.CreateScopedTable): route by it as the records
-	// are routed by scope. When it is empty, every row belongs to a record
-	// of the suite's default scope, DefaultScope. q is the driver's pool.
+	// are routed by scope. When it is empty (CreateTable), every row
+	// belongs to a record of the suite's default scope, DefaultScope, and
+	// the suite's tables of that kind have a column k to route by. q is
+	// the driver's pool.
 	RouteTable func(t *testing.T, q dialect.Queryer, table, scopeColumn string)
 	// CrossShard, when set, is the backend's refusal of a transaction
 	// that writes on two shards (on Vitess under transaction_mode SINGLE,
 	// mysql.ErrCrossShard), matched with errors.Is on an error or on the
 	// dialect's classification of it; set it for a backend whose
-	// RouteTable keeps scopes on different shards. The cases whose
-	// batches span two scopes then expect that refusal with nothing
-	// written: the model's two scopes lie on the two shards of a keyspace
-	// split in two by Vitess's xxhash, and so do BatchInvalid's. Leave it
-	// nil where one transaction may write any scope.
+	// RouteTable keeps scopes on different shards. The model then expects
+	// its batches over both of its scopes, which lie on the two shards of
+	// a keyspace split in two by Vitess's xxhash, to be refused so before
+	// the function runs, with nothing written. Leave it nil where one
+	// transaction may write any scope.
 	CrossShard error
 }
 

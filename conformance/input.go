@@ -58,16 +58,16 @@ func testBadRequestInput[TTx any](t *testing.T, b Backend[TTx]) {
 		Key:         (printable.String() + strings.Repeat("k", 255))[:255],
 		Fingerprint: good.Fingerprint,
 	}
-	if r := e.do(e.Store, long, e.work("long", created("x"))); r.Outcome != idem.Won {
+	if r := e.do(e.Store, long, e.workIn(long.Scope, "long", created("x"))); r.Outcome != idem.Won {
 		e.Fatalf(long.Key, "longest key and scope: %v, want won", r.Outcome)
 	}
-	if r := e.do(e.Store, long, e.work("long", created("y"))); r.Outcome != idem.Replay {
+	if r := e.do(e.Store, long, e.workIn(long.Scope, "long", created("y"))); r.Outcome != idem.Replay {
 		e.Fatalf(long.Key, "longest key and scope again: %v, want replay", r.Outcome)
 	}
 	// Keys are compared byte for byte: another case is another key.
 	upper := long
 	upper.Key = strings.ToUpper(long.Key)
-	if r := e.do(e.Store, upper, e.work("long-upper", created("x"))); r.Outcome != idem.Won {
+	if r := e.do(e.Store, upper, e.workIn(upper.Scope, "long-upper", created("x"))); r.Outcome != idem.Won {
 		e.Fatalf(upper.Key, "key differing only in case: %v, want won (keys are byte-exact)", r.Outcome)
 	}
 	if n := e.Records(); n != 2 {
